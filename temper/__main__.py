@@ -1,0 +1,3 @@
+from temper.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `temper` command line: it only parses arguments and calls into the library."""
