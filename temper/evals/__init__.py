@@ -1,0 +1,1 @@
+"""Evaluation harness: pass@k, bootstrap intervals, long-context grids, run comparison."""
