@@ -10,3 +10,59 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 torch.set_num_threads(1)
+
+
+# ---- models: the real bundled SmolLM2 and tiny random Llama-family models ----------------
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The converted SmolLM2-135M-Instruct folder. The GGUF is converted once into the stable
+    cache ($TEMPER_HOME or ~/.cache/temper, ~10-40 s); later runs find it there."""
+    from temper.models import resolve_model
+
+    return resolve_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path: Path):
+    """LoadedModel of the real bundled SmolLM2 (fp32, eval). Tests using it are `@pytest.mark.slow`."""
+    from temper.models import load_model
+
+    return load_model(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_path: Path):
+    from temper.models import Tokenizer
+
+    return Tokenizer.from_folder(smollm2_path)
+
+
+@pytest.fixture
+def tiny_llama() -> Callable[..., "torch.nn.Module"]:
+    """Factory: `tiny_llama(arch="llama", seed=0, **config_overrides)` -> a random tiny
+    LlamaForCausalLM in eval mode. Its vocabulary (49152) fits the SmolLM2 tokenizer."""
+    from temper.models import LlamaForCausalLM, ModelConfig
+
+    def make(arch: str = "llama", seed: int = 0, **overrides) -> LlamaForCausalLM:
+        traits = {
+            "llama": {"architecture": "LlamaForCausalLM", "model_type": "llama"},
+            "mistral": {"architecture": "MistralForCausalLM", "model_type": "mistral", "sliding_window": 16},
+            "qwen2": {"architecture": "Qwen2ForCausalLM", "model_type": "qwen2", "attention_bias": True},
+            "qwen3": {"architecture": "Qwen3ForCausalLM", "model_type": "qwen3", "qk_norm": True},
+        }[arch]
+        cfg = ModelConfig(
+            vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+            rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
+            **{**traits, **overrides},
+        )
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(cfg).eval()
+
+    return make

@@ -1,0 +1,103 @@
+"""Hugging Face checkpoint folders: config.json + single or sharded safetensors.
+
+`load_checkpoint` builds the model without random initialisation (on the meta device) and
+assigns the stored tensors; `save_checkpoint` writes a folder transformers' own
+`AutoModelForCausalLM.from_pretrained` loads.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+from temper.errors import TemperError
+from temper.models.config import ModelConfig
+from temper.models.llama import LlamaForCausalLM
+from temper.models.rope import RotaryEmbedding
+
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+
+def read_config(folder: Path) -> ModelConfig:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise TemperError(f"{path}: no such file (a model folder needs config.json)")
+    try:
+        hf = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise TemperError(f"{path}: invalid JSON ({exc})") from None
+    try:
+        return ModelConfig.from_hf(hf, source=str(path))
+    except KeyError as exc:
+        raise TemperError(f"{path}: missing field {exc.args[0]!r}") from None
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors files of a folder: one file, or the shards its index names."""
+    if (folder / INDEX).is_file():
+        index = json.loads((folder / INDEX).read_text())
+        return [folder / name for name in sorted(set(index["weight_map"].values()))]
+    if (folder / SINGLE).is_file():
+        return [folder / SINGLE]
+    found = sorted(folder.glob("*.safetensors"))
+    if not found:
+        raise TemperError(f"{folder}: no safetensors weights (expected {SINGLE} or {INDEX})")
+    return found
+
+
+def load_state_dict(folder: Path, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    state: dict[str, torch.Tensor] = {}
+    for path in weight_files(folder):
+        if not path.is_file():
+            raise TemperError(f"{path}: no such file (named by {INDEX})")
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                for key in f.keys():  # noqa: SIM118 (safe_open is not a dict)
+                    state[key] = f.get_tensor(key).to(dtype)
+        except (SafetensorError, OSError) as exc:  # a truncated or corrupt file
+            raise TemperError(f"{path}: not a readable safetensors file ({exc})") from None
+    return state
+
+
+def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
+    """The model stored in an HF folder, in eval mode."""
+    folder = Path(folder)
+    cfg = read_config(folder)
+    state = load_state_dict(folder, dtype)
+    state = {k: v for k, v in state.items() if "rotary_emb" not in k}  # old checkpoints stored inv_freq
+    if cfg.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    with torch.device("meta"):  # no random init: every parameter is assigned from the file
+        model = LlamaForCausalLM(cfg)
+    expected = {k for k in model.state_dict() if not (cfg.tie_word_embeddings and k == "lm_head.weight")}
+    missing, unexpected = expected - set(state), set(state) - expected
+    if missing or unexpected:
+        detail = f"missing {sorted(missing)[:3]}" if missing else f"unexpected {sorted(unexpected)[:3]}"
+        raise TemperError(f"{folder}: weights do not match config.json ({detail})")
+    model.load_state_dict(state, strict=False, assign=True)
+    model.model.rotary = RotaryEmbedding(cfg)  # a buffer computed from the config, not stored
+    if cfg.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.eval()  # already in `dtype`; the RoPE buffer stays fp32 on purpose
+
+
+def save_checkpoint(model: LlamaForCausalLM, folder: str | Path, extra_config: dict[str, Any] | None = None) -> None:
+    """config.json, generation_config.json and model.safetensors (tied weights stored once)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = model.config
+    hf = {**cfg.to_hf(), **(extra_config or {})}
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if cfg.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    dtypes = {v.dtype for v in state.values()}
+    if len(dtypes) == 1:
+        hf["torch_dtype"] = str(next(iter(dtypes))).removeprefix("torch.")
+    save_file(state, str(folder / SINGLE), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
+    generation = {k: getattr(cfg, k) for k in ("bos_token_id", "eos_token_id") if getattr(cfg, k) is not None}
+    (folder / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")

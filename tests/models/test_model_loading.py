@@ -1,0 +1,38 @@
+"""Loading the bundled model and tiny models; the fixtures other test suites build on."""
+
+import time
+
+import pytest
+import torch
+
+from temper.models import LlamaForCausalLM, generate_reference, load_model, save_model
+
+
+@pytest.mark.slow
+def test_bundled_smollm2_loads_and_answers(smollm2):
+    assert isinstance(smollm2.model, LlamaForCausalLM) and not smollm2.model.training
+    assert smollm2.config.num_hidden_layers == 30 and smollm2.config.vocab_size == 49152
+    assert (smollm2.path / "model.safetensors").is_file()
+    tok = smollm2.tokenizer
+    ids = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                  add_generation_prompt=True, tokenize=True)
+    out = generate_reference(smollm2.model, ids, max_new_tokens=12, eos_ids=tok.eos_token_ids)
+    assert "Paris" in tok.decode(out)
+
+
+@pytest.mark.slow
+def test_cached_load_is_fast(smollm2_path):
+    start = time.perf_counter()
+    loaded = load_model("smollm2-135m")
+    assert time.perf_counter() - start < 10  # about a second on an idle machine
+    assert loaded.path == smollm2_path
+
+
+def test_tiny_model_saves_and_loads(tiny_llama, smollm2_tokenizer, tmp_path):
+    model = tiny_llama("qwen2")
+    save_model(model, smollm2_tokenizer, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    ids = torch.tensor(smollm2_tokenizer.encode("Hello there, tiny model."))
+    with torch.no_grad():
+        assert torch.equal(model.logits(ids), loaded.model.logits(ids))
+    assert loaded.tokenizer.encode("abc 123") == smollm2_tokenizer.encode("abc 123")
