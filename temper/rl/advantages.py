@@ -1,0 +1,90 @@
+"""Advantage estimators: how much better one response was than its alternatives.
+
+Outcome estimators (GRPO, Dr. GRPO, RLOO, REINFORCE) give one scalar per sequence, broadcast
+to its model tokens; GAE gives one per token from a value head (multi-turn credit).
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+
+def group_indices(group_ids: Sequence[str]) -> list[list[int]]:
+    """Indices of equal group ids, in first-seen order; an empty id is a group of its own."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    singles: list[list[int]] = []
+    for i, g in enumerate(group_ids):
+        if g:
+            groups[g].append(i)
+        else:
+            singles.append([i])
+    return [*groups.values(), *singles]
+
+
+def grpo(rewards: torch.Tensor, groups: list[list[int]], std_normalize: bool = True, eps: float = 1e-6) -> torch.Tensor:
+    """A_i = (r_i - mean_g) / (std_g + eps), std unbiased (n - 1); without std: Dr. GRPO."""
+    adv = torch.zeros_like(rewards)
+    for idx in groups:
+        r = rewards[idx]
+        a = r - r.mean()
+        if std_normalize and len(idx) > 1:
+            a = a / (r.std() + eps)
+        adv[idx] = a
+    return adv
+
+
+def dr_grpo(rewards: torch.Tensor, groups: list[list[int]]) -> torch.Tensor:
+    """Dr. GRPO: A_i = r_i - mean_g; its length bias is removed by the seq_sum_norm aggregation."""
+    return grpo(rewards, groups, std_normalize=False)
+
+
+def rloo(rewards: torch.Tensor, groups: list[list[int]]) -> torch.Tensor:
+    """A_i = r_i - mean_{j != i} r_j = n / (n - 1) * (r_i - mean_g); a group of one gets 0."""
+    adv = torch.zeros_like(rewards)
+    for idx in groups:
+        n = len(idx)
+        if n > 1:
+            r = rewards[idx]
+            adv[idx] = r - (r.sum() - r) / (n - 1)
+    return adv
+
+
+class RunningBaseline:
+    """REINFORCE with an exponential moving average of past rewards as the baseline."""
+
+    def __init__(self, decay: float = 0.9):
+        self.decay = decay
+        self.value: float | None = None
+
+    def __call__(self, rewards: torch.Tensor) -> torch.Tensor:
+        """A_i = r_i - b (b is the first batch's mean at the start), then b <- decay b + (1 - decay) mean(r)."""
+        mean = float(rewards.mean())
+        baseline = mean if self.value is None else self.value
+        self.value = self.decay * baseline + (1 - self.decay) * mean
+        return rewards - baseline
+
+    def state_dict(self) -> dict:
+        return {"value": self.value, "decay": self.decay}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.value, self.decay = state["value"], state["decay"]
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over the steps (model tokens) of one episode.
+
+    rewards, values: [n] for the episode's model tokens in order (observation tokens between turns
+    are not steps, so credit flows across turns); the value after the last step is 0.
+    delta_t = r_t + gamma V_{t+1} - V_t;  A_t = delta_t + gamma lam A_{t+1};  returns R_t = A_t + V_t.
+    """
+    r, v = rewards.tolist(), values.tolist()
+    adv = [0.0] * len(v)
+    next_value, next_adv = 0.0, 0.0
+    for t in reversed(range(len(v))):
+        delta = r[t] + gamma * next_value - v[t]
+        next_adv = delta + gamma * lam * next_adv
+        adv[t] = next_adv
+        next_value = v[t]
+    a = torch.tensor(adv, dtype=values.dtype)
+    return a, a + values

@@ -1,0 +1,147 @@
+"""From sequences to model inputs: packed rows or padded rows, cut into micro-batches by a token budget.
+
+A `Sample` is one sequence with per-token values (advantage, behaviour logprob, loss weight...).
+A `MicroBatch` is what one forward pass sees: rows of token ids with position ids that restart at
+every packed sequence, the segment layout for the attention backend, and flat per-loss-token values.
+The logprob of token j is read from the hidden state at position j - 1 of the same sequence.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from temper.models.attention import AttentionBackend, CausalAttention
+from temper.rl.packed_attention import SegmentAttention
+
+
+@dataclass
+class Sample:
+    tokens: torch.Tensor  # [n] long
+    mask: torch.Tensor  # [n] bool: token j carries loss (j = 0 never does: nothing predicts it)
+    values: dict[str, torch.Tensor] = field(default_factory=dict)  # per-token float [n]
+
+    def __post_init__(self) -> None:
+        self.mask = self.mask.bool().clone()
+        self.mask[0] = False
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int(self.mask.sum())
+
+
+@dataclass
+class MicroBatch:
+    input_ids: torch.Tensor  # [B, T]
+    positions: torch.Tensor  # [B, T]
+    segments: list[list[int]]  # per row: lengths of its sequences (then the padding, if any)
+    packed: bool
+    padding_mask: torch.Tensor  # [B, T], 1 on real tokens
+    index: torch.Tensor  # [N] flat index (b * T + t) of the position that predicts each loss token
+    targets: torch.Tensor  # [N]
+    seq_index: torch.Tensor  # [N] which of `sample_ids` each loss token belongs to
+    sample_ids: list[int]
+    values: dict[str, torch.Tensor]  # per loss token [N]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.padding_mask.sum())
+
+    def attention(self, sliding_window: int | None = None) -> AttentionBackend:
+        if self.packed:
+            return SegmentAttention(self.segments, sliding_window)
+        padded = bool((self.padding_mask == 0).any())
+        return CausalAttention(self.padding_mask if padded else None, sliding_window)
+
+
+def collate(samples: list[Sample], rows: list[list[int]], packed: bool, pad_id: int = 0) -> MicroBatch:
+    """Lay out rows of sample indices (several per row when packed, one when padded) as one micro-batch."""
+    lengths = [sum(len(samples[i].tokens) for i in row) for row in rows]
+    big_t = max(lengths)
+    ids = torch.full((len(rows), big_t), pad_id, dtype=torch.long)
+    pos = torch.zeros((len(rows), big_t), dtype=torch.long)
+    pmask = torch.zeros((len(rows), big_t), dtype=torch.long)
+    keys = sorted({k for row in rows for i in row for k in samples[i].values})
+    index, targets, seq_index, sample_ids = [], [], [], []
+    values: dict[str, list[torch.Tensor]] = {k: [] for k in keys}
+    segments = []
+    for b, row in enumerate(rows):
+        offset = 0
+        seg = []
+        for i in row:
+            s = samples[i]
+            n = len(s.tokens)
+            ids[b, offset:offset + n] = s.tokens
+            pos[b, offset:offset + n] = torch.arange(n)
+            pmask[b, offset:offset + n] = 1
+            j = s.mask.nonzero().flatten()
+            index.append(b * big_t + offset + j - 1)
+            targets.append(s.tokens[j])
+            seq_index.append(torch.full((len(j),), len(sample_ids), dtype=torch.long))
+            sample_ids.append(i)
+            for k in keys:
+                values[k].append(s.values[k][j].float() if k in s.values else torch.zeros(len(j)))
+            seg.append(n)
+            offset += n
+        if offset < big_t:
+            seg.append(big_t - offset)
+        segments.append(seg)
+    return MicroBatch(
+        input_ids=ids, positions=pos, segments=segments, packed=packed, padding_mask=pmask,
+        index=torch.cat(index), targets=torch.cat(targets), seq_index=torch.cat(seq_index), sample_ids=sample_ids,
+        values={k: torch.cat(v) for k, v in values.items()},
+    )
+
+
+def pack_rows(lengths: list[int], budget: int) -> list[list[int]]:
+    """First-fit decreasing: group sequence indices into rows of at most `budget` tokens.
+
+    A sequence longer than the budget gets a row of its own (it is never split).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        for r, free in enumerate(room):
+            if lengths[i] <= free:
+                rows[r].append(i)
+                room[r] -= lengths[i]
+                break
+        else:
+            rows.append([i])
+            room.append(budget - lengths[i])
+    return [sorted(r) for r in rows]
+
+
+def padded_groups(lengths: list[int], budget: int) -> list[list[int]]:
+    """In order, group sequences while (count x longest) stays within `budget` padded tokens."""
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    longest = 0
+    for i, n in enumerate(lengths):
+        if cur and (len(cur) + 1) * max(longest, n) > budget:
+            groups.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, n)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def make_micro_batches(samples: list[Sample], budget: int, packing: bool, pad_id: int = 0) -> list[MicroBatch]:
+    """Packed: one row of at most `budget` tokens per micro-batch. Padded: rows of one sequence each."""
+    samples_with_loss = [i for i, s in enumerate(samples) if s.num_loss_tokens > 0]
+    lengths = [len(samples[i].tokens) for i in samples_with_loss]
+    if packing:
+        layout = [[[samples_with_loss[i] for i in row]] for row in pack_rows(lengths, budget)]
+    else:
+        layout = [[[samples_with_loss[i]] for i in g] for g in padded_groups(lengths, budget)]
+    return [collate(samples, rows, packing, pad_id) for rows in layout]
+
+
+def trajectory_sample(traj, advantage: float | torch.Tensor) -> Sample:
+    """A Trajectory as a Sample: its model tokens carry the advantage and their behaviour logprobs."""
+    tokens = torch.tensor(traj.token_ids, dtype=torch.long)
+    mask = torch.tensor(traj.loss_mask, dtype=torch.bool)
+    adv = advantage if isinstance(advantage, torch.Tensor) else torch.full((len(tokens),), float(advantage))
+    return Sample(tokens, mask, {"adv": adv, "behaviour": torch.tensor(traj.logprobs, dtype=torch.float32)})

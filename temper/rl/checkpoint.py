@@ -1,0 +1,188 @@
+"""Trainer checkpoints: atomic, resumable bit for bit, with retention.
+
+<root>/step_000012/
+    model/        Hugging Face folder of the policy (LoRA merged): what the engine or `serve` loads
+    trainer.pt    optimizer, scheduler, RNG states, step, policy version, data cursor, baseline,
+                  value head, LoRA adapters (unmerged: resuming needs them apart from the base)
+    meta.json     step, version, metrics (written last)
+<root>/latest     the name of the newest complete checkpoint
+
+A checkpoint is written into a hidden temporary folder and renamed into place, so a crash leaves
+either the previous state or the complete new one; folders without meta.json are never loaded.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from temper.errors import TemperError
+from temper.rl import distributed as dist
+from temper.rl.lora import has_lora
+
+STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+class _StateView:
+    """What `save_model` needs of a model (config + state_dict) for a state dict we already hold."""
+
+    def __init__(self, config: Any, state: dict[str, torch.Tensor]):
+        self.config, self._state = config, state
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self._state
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def _optimizer_state(trainer) -> dict[str, Any]:
+    if dist.is_distributed():
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_optimizer_state_dict(trainer.model, trainer.optimizer, options=opts)
+    return trainer.optimizer.state_dict()
+
+
+def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], tokenizer: Any = None) -> Path:
+    from temper.models.loading import save_model
+
+    name = f"step_{trainer.step_count:06d}"
+    policy = trainer.policy_state_dict()  # collective under FSDP: every rank calls it
+    optim = _optimizer_state(trainer)
+    final = root / name
+    if dist.rank() == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".tmp-{name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        save_model(_StateView(trainer.model.config, policy), tokenizer, tmp / "model")
+        state = {
+            "optimizer": optim,
+            "scheduler": trainer.scheduler.state_dict(),
+            "rng": _rng_state(),
+            "step": trainer.step_count,
+            "policy_version": trainer.policy_version,
+            "data_cursor": trainer.data_cursor,
+            "baseline": trainer.baseline.state_dict(),
+            "value_head": trainer.value_head.state_dict() if trainer.value_head is not None else None,
+            "lora": {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
+            if has_lora(trainer.model) else None,
+        }
+        torch.save(state, tmp / "trainer.pt")
+        meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": metrics}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        _fsync_tree(tmp)
+        if final.exists():  # re-saving the same step: move the old one aside first
+            old = root / f".old-{name}-{os.getpid()}"
+            final.rename(old)
+            shutil.rmtree(old)
+        tmp.rename(final)
+        latest_tmp = root / f".latest-{os.getpid()}"
+        latest_tmp.write_text(name + "\n")
+        os.replace(latest_tmp, root / "latest")
+        _retain(root, trainer.cfg.checkpoint)
+    if dist.is_distributed():
+        torch.distributed.barrier()
+    return final
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoints under root, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if STEP_DIR.match(p.name) and (p / "meta.json").is_file()]
+    return sorted(found, key=lambda p: int(STEP_DIR.match(p.name).group(1)))
+
+
+def _retain(root: Path, cfg) -> None:
+    """Keep the last `keep_last` checkpoints and, if asked, the best by `best_metric`."""
+    ckpts = list_checkpoints(root)
+    keep = set(ckpts[-cfg.keep_last:]) if cfg.keep_last > 0 else set()
+    if cfg.keep_best:
+        scored = []
+        for p in ckpts:
+            value = json.loads((p / "meta.json").read_text()).get("metrics", {}).get(cfg.best_metric)
+            if value is not None:
+                scored.append((value if cfg.best_mode == "max" else -value, -int(STEP_DIR.match(p.name).group(1)), p))
+        if scored:
+            keep.add(max(scored)[2])  # ties go to the earliest
+    for p in ckpts:
+        if p not in keep:
+            shutil.rmtree(p)
+    for p in root.iterdir():  # temporaries of crashed writers
+        if p.name.startswith((".tmp-", ".old-")) and not p.name.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """A step folder as is; a run folder -> its newest complete checkpoint."""
+    if (path / "meta.json").is_file():
+        return path
+    named = path / "latest"
+    if named.is_file():
+        candidate = path / named.read_text().strip()
+        if (candidate / "meta.json").is_file():
+            return candidate
+    ckpts = list_checkpoints(path)
+    if not ckpts:
+        raise TemperError(f"{path}: no complete checkpoint (expected step_NNNNNN/meta.json)")
+    return ckpts[-1]
+
+
+def load_trainer_checkpoint(trainer, path: Path) -> Path:
+    from temper.models.checkpoint import load_state_dict
+
+    ckpt = resolve_checkpoint(path)
+    state = torch.load(ckpt / "trainer.pt", weights_only=False)
+    if state["lora"] is not None:
+        trainer.model.load_state_dict(state["lora"], strict=False)
+    else:
+        weights = load_state_dict(ckpt / "model")
+        if trainer.model.config.tie_word_embeddings:
+            weights.setdefault("lm_head.weight", weights["model.embed_tokens.weight"])
+        if dist.is_distributed():
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+            set_model_state_dict(trainer.model, weights, options=StateDictOptions(full_state_dict=True))
+        else:
+            missing, unexpected = trainer.model.load_state_dict(weights, strict=False)
+            missing = [k for k in missing if "rotary" not in k]
+            if missing or unexpected:
+                raise TemperError(f"{ckpt}/model: weights do not match the model ({(missing or unexpected)[:3]})")
+    if dist.is_distributed():
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        set_optimizer_state_dict(trainer.model, trainer.optimizer, state["optimizer"],
+                                 options=StateDictOptions(full_state_dict=True))
+    else:
+        trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    if trainer.value_head is not None and state["value_head"] is not None:
+        trainer.value_head.load_state_dict(state["value_head"])
+    trainer.baseline.load_state_dict(state["baseline"])
+    trainer.step_count = state["step"]
+    trainer.policy_version = state["policy_version"]
+    trainer.data_cursor = state["data_cursor"]
+    _set_rng_state(state["rng"])
+    return ckpt

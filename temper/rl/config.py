@@ -1,0 +1,114 @@
+"""Typed configuration of the RL trainer and SFT. Every default runs on a CPU."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from temper.config import ConfigModel
+from temper.runtime import RuntimeConfig
+
+
+class AdvantageConfig(ConfigModel):
+    # grpo: (r - group mean) [/ group std]; dr_grpo: r - group mean (pair with aggregation
+    # seq_sum_norm); rloo: leave-one-out baseline; reinforce: running baseline; gae: value head.
+    estimator: Literal["grpo", "dr_grpo", "rloo", "reinforce", "gae"] = "grpo"
+    std_normalize: bool = True  # grpo only
+    eps: float = 1e-6
+    baseline_decay: float = 0.9  # reinforce: b <- decay * b + (1 - decay) * mean(r)
+    gamma: float = 1.0  # gae
+    lam: float = 0.95  # gae
+
+
+class LossConfig(ConfigModel):
+    clip_low: float = 0.2  # ratio floor 1 - clip_low
+    clip_high: float = 0.28  # ratio ceiling 1 + clip_high (DAPO clip-higher)
+    dual_clip: float | None = 3.0  # cap on -A * ratio for A < 0 (must be > 1); None disables
+    aggregation: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
+    norm_length: int | None = None  # seq_sum_norm divisor per sequence; None: longest response in the step
+    kl_coef: float = 0.0  # KL to the frozen reference policy (needs ref_model)
+    kl_estimator: Literal["k1", "k3"] = "k3"
+    entropy_coef: float = 0.0
+    value_coef: float = 0.5  # gae only
+    value_clip: float | None = 0.2
+
+
+class OffPolicyConfig(ConfigModel):
+    # Importance weights pi_old / mu between the trainer's recomputed logprobs (pi_old) and the
+    # engine's behaviour logprobs (mu): truncated at `cap`, tokens outside [mask_low, mask_high] masked.
+    recompute_logprobs: bool = True  # False: use behaviour logprobs as pi_old (no correction)
+    tis: Literal["none", "token", "sequence"] = "token"
+    cap: float = 2.0
+    mask_low: float | None = None
+    mask_high: float | None = None
+
+
+class FilterConfig(ConfigModel):
+    drop_zero_variance: bool = True  # DAPO dynamic sampling: a group all right or all wrong teaches nothing
+    overlong: Literal["none", "mask", "penalty"] = "none"
+    max_response_tokens: int = 1024  # penalty: the hard limit L_max
+    overlong_buffer: int = 256  # penalty: the soft zone L_cache before L_max
+    overlong_penalty: float = 1.0  # penalty at L_max (linear ramp over the buffer)
+
+
+class OptimConfig(ConfigModel):
+    lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    total_steps: int = 1000  # cosine decays to min_lr_ratio * lr at this optimizer step
+    min_lr_ratio: float = 0.1
+    grad_clip: float | None = 1.0
+
+
+class LoRAConfig(ConfigModel):
+    enabled: bool = False
+    rank: int = 8
+    alpha: float = 16.0
+    targets: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+class TrainerConfig(ConfigModel):
+    micro_batch_tokens: int = 4096  # token budget of one micro-batch (packed row or padded block)
+    packing: bool = True  # False: one sequence per row, padded to the micro-batch's longest
+    mini_batches: int = 1  # optimizer steps per trainer step (PPO-style updates on the same data)
+    gradient_checkpointing: bool = False
+    dtype: Literal["float32", "bfloat16"] = "float32"  # bf16 autocast; ~5x slower on CPUs without native bf16
+    logits_chunk: int = 1024  # tokens per chunk when turning hidden states into logprobs
+    lora: LoRAConfig = Field(default_factory=LoRAConfig)
+
+
+class CheckpointConfig(ConfigModel):
+    keep_last: int = 2
+    keep_best: bool = True
+    best_metric: str = "reward_mean"
+    best_mode: Literal["max", "min"] = "max"
+
+
+class RLConfig(ConfigModel):
+    advantages: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    off_policy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
+    filter: FilterConfig = Field(default_factory=FilterConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+
+class SFTDataConfig(ConfigModel):
+    path: str = ""  # JSONL, one chat transcript per line: {"messages": [{"role": ..., "content": ...}, ...]}
+    max_tokens: int = 2048  # longer transcripts are cut
+    train_on: Literal["assistant", "all"] = "assistant"
+
+
+class SFTConfig(ConfigModel):
+    model: str = "smollm2-135m"  # a name or folder that temper.models.load_model accepts
+    data: SFTDataConfig = Field(default_factory=SFTDataConfig)
+    epochs: int = 1
+    batch_size: int = 8  # transcripts per optimizer step
+    out: str = "runs/sft"
+    save_every: int = 0  # optimizer steps between checkpoints; 0: only at the end
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=2e-5))
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(best_metric="loss", best_mode="min"))
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)

@@ -1,0 +1,62 @@
+"""FSDP2 helpers: the process group from torchrun's environment, sharding, and reductions.
+
+Under torchrun every rank receives the same global list of trajectories, computes the same
+advantages and the same micro-batch layout, and trains on micro-batches i with i % world == rank.
+Loss weights are fixed over the global batch and FSDP averages gradients over ranks, so each
+rank's loss is multiplied by the world size: the update equals one process on the whole batch.
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def init_from_env(backend: str | None = None) -> bool:
+    """Initialise the default process group when launched by torchrun (WORLD_SIZE > 1)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return is_distributed()
+    dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"))
+    return True
+
+
+def shard_model(model: nn.Module) -> nn.Module:
+    """fully_shard each decoder layer (its own all-gather unit), then the root (embeddings, norm, head)."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    if is_distributed():
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def all_reduce_max(value: int) -> int:
+    if not is_distributed():
+        return value
+    t = torch.tensor([value], dtype=torch.long)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def full_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor (FSDP2 parameter, gradient norm) as a plain tensor; a plain tensor as itself."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t

@@ -1,0 +1,61 @@
+"""Which trajectories train, and with which reward: failures, overlong responses, dynamic sampling."""
+
+from dataclasses import dataclass, field
+
+from temper.rl.advantages import group_indices
+from temper.rl.config import FilterConfig
+from temper.trajectory import Trajectory
+
+
+def overlong_penalty(length: int, max_len: int, buffer: int, penalty: float = 1.0) -> float:
+    """DAPO soft overlong punishment, added to the reward.
+
+    0 if L <= L_max - L_cache;  -penalty * (L - (L_max - L_cache)) / L_cache inside the buffer;
+    -penalty beyond L_max.
+    """
+    start = max_len - buffer
+    if length <= start:
+        return 0.0
+    if length > max_len or buffer <= 0:
+        return -penalty
+    return -penalty * (length - start) / buffer
+
+
+@dataclass
+class Filtered:
+    trajectories: list[Trajectory]
+    rewards: list[float]  # after shaping
+    groups: list[list[int]]  # indices into `trajectories`
+    train: list[bool]  # False: kept for its group's baseline but carries no loss (masked overlong)
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig) -> Filtered:
+    # Infrastructure failures are not the policy's fault: no reward, no loss, not in any baseline.
+    ok = [t for t in trajectories if t.trainable]
+    rewards = [t.reward for t in ok]
+    train = [True] * len(ok)
+    for i, t in enumerate(ok):
+        if cfg.overlong == "penalty":
+            rewards[i] += overlong_penalty(t.num_model_tokens, cfg.max_response_tokens, cfg.overlong_buffer,
+                                           cfg.overlong_penalty)
+        elif cfg.overlong == "mask" and t.truncated:
+            train[i] = False
+
+    kept: list[int] = []
+    groups: list[list[int]] = []
+    dropped_groups = 0
+    for idx in group_indices([t.group_id for t in ok]):
+        values = [rewards[i] for i in idx]
+        if cfg.drop_zero_variance and max(values) == min(values):
+            dropped_groups += 1
+            continue
+        groups.append(list(range(len(kept), len(kept) + len(idx))))
+        kept.extend(idx)
+    stats = {
+        "dropped_failed": float(len(trajectories) - len(ok)),
+        "dropped_groups": float(dropped_groups),
+        "masked_overlong": float(sum(not train[i] for i in kept)),
+        "kept_trajectories": float(len(kept)),
+    }
+    return Filtered([ok[i] for i in kept], [rewards[i] for i in kept], groups, [train[i] for i in kept], stats)

@@ -1,0 +1,140 @@
+"""Advantage estimators, policy loss, KL, aggregation, off-policy weights and filters against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+
+from temper.rl.advantages import RunningBaseline, dr_grpo, gae, group_indices, grpo, rloo
+from temper.rl.config import FilterConfig
+from temper.rl.filtering import filter_trajectories, overlong_penalty
+from temper.rl.losses import aggregate, clipped_policy_loss, kl_penalty, token_weights, value_loss
+from temper.rl.off_policy import importance_weights, mismatch_kl
+from temper.trajectory import Trajectory
+
+approx = pytest.approx
+
+
+def test_group_indices_keeps_order_and_singletons():
+    assert group_indices(["a", "b", "a", "", "b"]) == [[0, 2], [1, 4], [3]]
+
+
+def test_grpo_with_and_without_std():
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 2.0, 4.0])
+    groups = [[0, 1, 2, 3], [4, 5]]
+    # group 1: mean .5, unbiased std sqrt(1/3); group 2: mean 3, std sqrt(2)
+    s = 0.5 / math.sqrt(1 / 3)
+    assert grpo(r, groups, eps=0.0).tolist() == approx([s, -s, -s, s, -1 / math.sqrt(2), 1 / math.sqrt(2)], abs=1e-6)
+    assert dr_grpo(r, groups).tolist() == approx([0.5, -0.5, -0.5, 0.5, -1.0, 1.0])
+
+
+def test_rloo_leave_one_out():
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0, 5.0])
+    assert rloo(r, [[0, 1, 2, 3], [4]]).tolist() == approx([1.0, -1 / 3, -1 / 3, -1 / 3, 0.0])
+
+
+def test_reinforce_running_baseline():
+    b = RunningBaseline(decay=0.9)
+    assert b(torch.tensor([1.0, 0.0])).tolist() == approx([0.5, -0.5])  # first baseline: the batch mean
+    assert b(torch.tensor([1.0, 1.0])).tolist() == approx([0.5, 0.5])
+    assert b.value == approx(0.9 * 0.5 + 0.1 * 1.0)
+
+
+def test_gae_by_hand():
+    adv, ret = gae(torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.5, 0.5, 0.5]), gamma=1.0, lam=0.5)
+    assert adv.tolist() == approx([0.125, 0.25, 0.5])
+    assert ret.tolist() == approx([0.625, 0.75, 1.0])
+    adv, _ = gae(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0]), gamma=0.9, lam=1.0)
+    assert adv.tolist() == approx([0.9, 1.0])
+
+
+def test_clipped_policy_loss_clip_higher_and_dual_clip():
+    ratio = torch.tensor([0.5, 1.5, 1.0, 4.0, 1.1])
+    adv = torch.tensor([-1.0, 1.0, 1.0, -1.0, 1.0])
+    logp = torch.log(ratio).requires_grad_(True)
+    loss, st = clipped_policy_loss(logp, torch.zeros(5), adv, clip_low=0.2, clip_high=0.28, dual_clip=3.0)
+    # 0.5 < 0.8 with A<0: clipped at 0.8; 1.5 > 1.28 with A>0: clipped at -1.28; 4 with A<0: dual cap 3
+    assert loss.tolist() == approx([0.8, -1.28, -1.0, 3.0, -1.1])
+    assert st["clipped_low"].tolist() == [True, False, False, False, False]
+    assert st["clipped_high"].tolist() == [False, True, False, False, False]
+    assert st["clipped_dual"].tolist() == [False, False, False, True, False]
+    loss.sum().backward()
+    # d/dlogp (-A r) = -A r where unclipped, 0 where a clip is active
+    assert logp.grad.tolist() == approx([0.0, 0.0, -1.0, 0.0, -1.1])
+    # 1.1 is inside [0.8, 1.28] but would be clipped by the symmetric 0.2 of plain PPO
+    sym, st2 = clipped_policy_loss(torch.log(ratio), torch.zeros(5), adv, 0.2, 0.05, None)
+    assert st2["clipped_high"][4] and sym[3] == approx(4.0)
+
+
+def test_dual_clip_must_exceed_one():
+    with pytest.raises(ValueError, match="dual_clip"):
+        clipped_policy_loss(torch.zeros(1), torch.zeros(1), torch.ones(1), 0.2, 0.2, 0.5)
+
+
+def test_kl_estimators():
+    logp, ref = torch.tensor([0.0, math.log(0.5)]), torch.tensor([math.log(2.0), math.log(0.5)])
+    assert kl_penalty(logp, ref, "k1").tolist() == approx([-math.log(2.0), 0.0])
+    assert kl_penalty(logp, ref, "k3").tolist() == approx([2.0 - math.log(2.0) - 1.0, 0.0])
+
+
+def test_value_loss_clipping():
+    v, old, ret = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0]), torch.tensor([2.0, 1.0])
+    # first: unclipped (1-2)^2 = 1, clipped to 0.2: (0.2-2)^2 = 3.24 -> max 3.24
+    assert value_loss(v, old, ret, 0.2).tolist() == approx([0.5 * 3.24, 0.5])
+
+
+def test_aggregations():
+    per_token = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    lengths = [3, 2]
+    assert float(aggregate(per_token, lengths, "token_mean")) == approx(3.0)
+    assert float(aggregate(per_token, lengths, "seq_mean")) == approx((2.0 + 4.5) / 2)
+    assert float(aggregate(per_token, lengths, "seq_sum_norm", norm_length=4)) == approx(15 / 8)
+    assert float(aggregate(per_token, lengths, "seq_sum_norm")) == approx(15 / 6)
+    assert token_weights([0, 0], "token_mean") == [0.0, 0.0]
+
+
+def test_truncated_importance_sampling_token_and_sequence():
+    old = torch.zeros(3)
+    behaviour = torch.log(torch.tensor([0.5, 2.0, 0.1]))  # ratios pi_old / mu = 2, 0.5, 10
+    seq = torch.tensor([0, 0, 1])
+    w, keep = importance_weights(old, behaviour, seq, 2, "token", cap=2.0, mask_high=5.0)
+    assert w.tolist() == approx([2.0, 0.5, 2.0]) and keep.tolist() == [True, True, False]
+    w, keep = importance_weights(old, behaviour, seq, 2, "sequence", cap=2.0, mask_low=0.9)
+    assert w.tolist() == approx([1.0, 1.0, 2.0]) and keep.tolist() == [True, True, True]
+    w, keep = importance_weights(old, behaviour, seq, 2, "none", mask_low=0.9)
+    assert w.tolist() == [1.0, 1.0, 1.0] and keep.tolist() == [True, False, True]
+
+
+def test_mismatch_kl():
+    old = torch.zeros(3)
+    behaviour = torch.log(torch.tensor([0.5, 2.0, 0.1]))
+    k3 = [r - 1 - math.log(r) for r in (2.0, 0.5, 10.0)]
+    m = mismatch_kl(old, behaviour)
+    assert m["mismatch_kl"] == approx(sum(k3) / 3)
+    assert m["mismatch_kl_k1"] == approx(float(behaviour.mean()))
+    assert mismatch_kl(old, old)["mismatch_kl"] == 0.0
+
+
+def _t(reward, group, n_model=2, **kw):
+    return Trajectory([1] * (2 + n_model), [0, 0] + [1] * n_model, [0.0] * (2 + n_model), [0] * (2 + n_model),
+                      reward=reward, group_id=group, **kw)
+
+
+def test_dynamic_sampling_drops_zero_variance_groups_and_failures():
+    trajs = [_t(1, "a"), _t(1, "a"), _t(0, "b"), _t(0, "b"), _t(1, "c"), _t(0, "c"),
+             _t(0, "c", failure="sandbox_crash")]
+    f = filter_trajectories(trajs, FilterConfig())
+    assert f.stats["dropped_groups"] == 2 and f.stats["dropped_failed"] == 1
+    assert [t.group_id for t in f.trajectories] == ["c", "c"] and f.groups == [[0, 1]]
+    kept_all = filter_trajectories(trajs, FilterConfig(drop_zero_variance=False))
+    assert kept_all.stats["dropped_groups"] == 0 and len(kept_all.trajectories) == 6
+
+
+def test_overlong_penalty_and_mask():
+    assert [overlong_penalty(n, 10, 4) for n in (6, 8, 10, 11)] == approx([0.0, -0.5, -1.0, -1.0])
+    trajs = [_t(1, "a", n_model=8), _t(1, "a", n_model=3)]
+    f = filter_trajectories(trajs, FilterConfig(overlong="penalty", max_response_tokens=10, overlong_buffer=4))
+    assert f.rewards == approx([0.5, 1.0])  # the shaped rewards differ, so the group is kept
+    trajs = [_t(1, "a", truncated=True), _t(0, "a")]
+    f = filter_trajectories(trajs, FilterConfig(overlong="mask"))
+    assert f.train == [False, True] and f.stats["masked_overlong"] == 1
