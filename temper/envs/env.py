@@ -1,0 +1,108 @@
+"""The environment interface: async reset/step with limits, a verifier, and oracle/no-op runs.
+
+An environment is the world of one episode: the task, a sandbox when the task executes
+anything, and the verifier that scores the outcome. The agent's *tools* (bash, python, files)
+act on `env.sandbox`; `step(action)` receives the agent's answer (or, for multi-turn
+environments, its move) and returns the next observation, a reward when the episode ends,
+and `done`.
+"""
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from temper.envs.reward import Reward
+from temper.envs.task import Task
+from temper.trajectory import FailureKind
+
+
+@dataclass
+class EpisodeLimits:
+    max_turns: int = 16
+    turn_timeout_s: float = 300.0  # one model turn with its tool calls
+    episode_timeout_s: float = 1800.0  # the agent phase; the verifier runs after it
+    max_tokens: int = 8192  # token budget of the whole context, never exceeded
+    max_turn_tokens: int = 1024  # most tokens one model turn may generate
+    verifier_timeout_s: float = 120.0
+
+
+@dataclass
+class Observation:
+    content: str
+    role: str = "user"
+
+
+@dataclass
+class StepResult:
+    observation: Observation | None = None
+    reward: Reward | None = None
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Environment(ABC):
+    """Base of all environments. Subclasses set `tools` (names of built-in tools the agent may
+    use here) and `background` (stable, task-independent instructions: a shared prompt prefix)."""
+
+    tools: tuple[str, ...] = ()
+    background: str = ""
+
+    def __init__(self, task: Task, limits: EpisodeLimits | None = None) -> None:
+        self.task = task
+        self.limits = limits or EpisodeLimits()
+        self.sandbox: Any = None  # a temper.sandbox.Sandbox while the episode runs, when needed
+
+    async def reset(self) -> Observation:
+        return Observation(self.task.prompt)
+
+    @abstractmethod
+    async def step(self, action: str) -> StepResult: ...
+
+    def validate(self, answer: str) -> str | None:
+        """A hint when a final answer is not in the expected form (the agent may retry), else None."""
+        return None
+
+    async def run_oracle(self) -> Reward:
+        """Apply the task's reference solution and score it with the same verifier."""
+        if self.task.oracle is None:
+            raise NotImplementedError(f"task {self.task.id} of {self.task.suite} has no oracle")
+        return (await self.step(self.task.oracle)).reward or Reward()
+
+    async def run_noop(self) -> Reward:
+        """Score an agent that does nothing (env QA: a no-op must fail)."""
+        return (await self.step("")).reward or Reward()
+
+    async def close(self) -> None:
+        return None
+
+    async def __aenter__(self) -> "Environment":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class SingleTurnEnv(Environment):
+    """prompt -> completion -> reward. Subclasses implement `verify`."""
+
+    @abstractmethod
+    async def verify(self, answer: str) -> Reward: ...
+
+    async def step(self, action: str) -> StepResult:
+        reward = await timed_verify(self.verify(action), self.limits.verifier_timeout_s)
+        return StepResult(reward=reward, done=True)
+
+
+async def timed_verify(coro: Any, timeout_s: float) -> Reward:
+    """Run a verifier; its own timeout or a crashed sandbox is an infrastructure failure."""
+    from temper.envs.sandboxes import is_sandbox_crash
+
+    try:
+        return await asyncio.wait_for(coro, timeout_s)
+    except TimeoutError:
+        return Reward.infra(FailureKind.HARNESS_TIMEOUT, f"verifier timed out after {timeout_s:g}s")
+    except Exception as exc:
+        if is_sandbox_crash(exc):
+            return Reward.infra(FailureKind.SANDBOX_CRASH, f"sandbox crashed in the verifier: {exc}")
+        raise
