@@ -56,12 +56,12 @@ def tiny_llama() -> Callable[..., "torch.nn.Module"]:
             "qwen2": {"architecture": "Qwen2ForCausalLM", "model_type": "qwen2", "attention_bias": True},
             "qwen3": {"architecture": "Qwen3ForCausalLM", "model_type": "qwen3", "qk_norm": True},
         }[arch]
-        cfg = ModelConfig(
+        sizes = dict(
             vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
             rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
-            **{**traits, **overrides},
         )
+        cfg = ModelConfig(**{**sizes, **traits, **overrides})
         torch.manual_seed(seed)
         return LlamaForCausalLM(cfg).eval()
 
