@@ -1,0 +1,13 @@
+"""The rollout engine: paged KV cache, prefix caching, continuous batching, speculative decoding.
+
+    engine = LLMEngine(model, tokenizer, EngineConfig())
+    completions = engine.generate(prompts, SamplingParams(temperature=1.0, n=8))
+"""
+
+from temper.engine.config import EngineConfig, SpeculativeConfig
+from temper.engine.llm_engine import LLMEngine
+from temper.engine.outputs import Completion, TokenEvent
+from temper.engine.sampling_params import RequestError, SamplingParams
+
+__all__ = ["Completion", "EngineConfig", "LLMEngine", "RequestError", "SamplingParams", "SpeculativeConfig",
+           "TokenEvent"]

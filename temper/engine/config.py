@@ -1,0 +1,39 @@
+"""Engine settings: one pydantic section with defaults that run on a 2-core CPU."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from temper.config import ConfigModel
+
+
+class SpeculativeConfig(ConfigModel):
+    # "ngram": prompt lookup (no draft model), "draft": a small draft model, None: off.
+    method: Literal["ngram", "draft"] | None = None
+    num_tokens: int = Field(6, ge=1, le=32)  # tokens proposed per step
+    ngram_max: int = Field(4, ge=1)
+    ngram_min: int = Field(2, ge=1)
+    draft_model: str | None = None  # name or path for method="draft"
+
+
+class EngineConfig(ConfigModel):
+    # KV cache budget in bytes; the number of blocks follows from it, the dtype and the model.
+    kv_budget_bytes: int = Field(2 * 1024**3, gt=0)
+    # Large blocks: a block-table gather is one memcpy per block (FIELD_NOTES: block 16 cost ~5x).
+    # 64 keeps prefix sharing fine-grained enough for ~200-token system prompts.
+    block_size: int = Field(64, ge=1)
+    kv_dtype: Literal["fp32", "bf16", "int8"] = "fp32"
+    max_num_seqs: int = Field(128, ge=1)  # sequences in the running batch
+    max_num_batched_tokens: int = Field(1024, ge=1)  # per-step token budget (decode + prefill chunks)
+    chunked_prefill: bool = True  # off: a prompt is prefilled whole in one step
+    prefix_caching: bool = True
+    max_model_len: int | None = None  # default: the model's max_position_embeddings
+    # Attention over the cache for long prompts runs in query chunks of this many tokens, so
+    # no [T, T] score matrix is ever materialised.
+    attention_chunk: int = Field(512, ge=16)
+    # Sliding window with attention sinks for contexts beyond the trained length (0 = off).
+    sliding_window: int = Field(0, ge=0)
+    sink_tokens: int = Field(4, ge=0)
+    speculative: SpeculativeConfig = SpeculativeConfig()
+    threads: int = Field(1, ge=0)  # torch intra-op threads; 0 = leave torch's default
+    seed: int = 0  # seeds requests that carry no seed of their own

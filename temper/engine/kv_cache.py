@@ -1,0 +1,74 @@
+"""The paged KV cache: per layer, [num_blocks, kv_heads, block_size, head_dim] for keys and values.
+
+Head-major blocks make a gathered block a contiguous [kv_heads, block_size, head_dim] slab,
+so attention multiplies against gathered blocks without another copy. Gathers go into
+preallocated workspaces: fresh multi-megabyte allocations on every layer cost more than
+the copy itself (page faults). int8 stores one fp32 scale per token and head (absmax / 127).
+"""
+
+import torch
+
+from temper.models import ModelConfig
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
+
+
+def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> int:
+    elem = torch.empty(0, dtype=DTYPES[kv_dtype]).element_size()
+    per_head = cfg.head_dim * elem + (4 if kv_dtype == "int8" else 0)
+    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * per_head
+
+
+class KVCache:
+    def __init__(self, cfg: ModelConfig, num_blocks: int, block_size: int, kv_dtype: str):
+        self.kv_dtype, self.block_size, self.num_blocks = kv_dtype, block_size, num_blocks
+        self.quantized = kv_dtype == "int8"
+        shape = (cfg.num_hidden_layers, num_blocks, cfg.num_key_value_heads, block_size, cfg.head_dim)
+        self.k = torch.zeros(shape, dtype=DTYPES[kv_dtype])
+        self.v = torch.zeros(shape, dtype=DTYPES[kv_dtype])
+        if self.quantized:
+            self.k_scale = torch.zeros((*shape[:-1], 1), dtype=torch.float32)
+            self.v_scale = torch.zeros((*shape[:-1], 1), dtype=torch.float32)
+        self._ws: dict[str, torch.Tensor] = {}
+
+    @property
+    def nbytes(self) -> int:
+        total = self.k.nbytes + self.v.nbytes
+        return total + (self.k_scale.nbytes + self.v_scale.nbytes if self.quantized else 0)
+
+    def workspace(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        n = 1
+        for s in shape:
+            n *= s
+        buf = self._ws.get(name)
+        if buf is None or buf.numel() < n or buf.dtype != dtype:
+            buf = self._ws[name] = torch.empty(max(n, 1), dtype=dtype)
+        return buf[:n].view(shape)
+
+    @staticmethod
+    def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / 127.0
+        return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
+
+    def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor,
+              v: torch.Tensor) -> None:
+        """Store k, v [N, kv_heads, head_dim] at (block, offset) pairs."""
+        for cache, x, scales in ((self.k, k, "k_scale"), (self.v, v, "v_scale")):
+            if self.quantized:
+                x, s = self.quantize(x.float())
+                getattr(self, scales)[layer][blocks, :, offsets] = s
+            cache[layer][blocks, :, offsets] = x.to(cache.dtype)
+
+    def gather(self, layer: int, which: str, blocks: torch.Tensor) -> torch.Tensor:
+        """Blocks [M] -> fp32 [M, kv_heads, block_size, head_dim], in a reused workspace."""
+        cache = self.k if which == "k" else self.v
+        shape = (blocks.numel(), *cache.shape[2:])
+        if cache.dtype == torch.float32:
+            return torch.index_select(cache[layer], 0, blocks, out=self.workspace(which, shape, torch.float32))
+        raw = torch.index_select(cache[layer], 0, blocks, out=self.workspace(which + "_raw", shape, cache.dtype))
+        out = self.workspace(which, shape, torch.float32)
+        if not self.quantized:
+            return out.copy_(raw)
+        scales = getattr(self, which + "_scale")[layer]
+        s = torch.index_select(scales, 0, blocks, out=self.workspace(which + "_s", (*shape[:-1], 1), torch.float32))
+        return torch.mul(raw, s, out=out)

@@ -1,0 +1,272 @@
+"""The engine: requests in, completions out. Each step reads schedule -> run -> postprocess."""
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+
+import torch
+
+from temper.engine.block_manager import BlockManager
+from temper.engine.config import EngineConfig
+from temper.engine.kv_cache import KVCache, kv_bytes_per_token
+from temper.engine.model_runner import ModelRunner
+from temper.engine.outputs import Completion, TokenEvent
+from temper.engine.sampler import Sampler, _penalized
+from temper.engine.sampling_params import RequestError, SamplingParams
+from temper.engine.scheduler import Scheduled, Scheduler
+from temper.engine.sequence import Sequence, Status
+from temper.engine.speculative import NgramProposer
+from temper.errors import TemperError
+from temper.models import LlamaForCausalLM
+
+TokenCallback = Callable[[TokenEvent], None]
+FinishCallback = Callable[[Completion], None]
+
+
+@dataclass
+class Request:
+    request_id: str
+    seqs: list[Sequence]
+    on_token: TokenCallback | None = None
+    on_finish: FinishCallback | None = None
+    done: list[Completion] = field(default_factory=list)
+
+
+class LLMEngine:
+    def __init__(self, model: LlamaForCausalLM, tokenizer=None, config: EngineConfig | None = None, version: int = 0):
+        self.config = config = config or EngineConfig()
+        if config.threads > 0:
+            torch.set_num_threads(config.threads)
+        self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
+        mcfg = model.config
+        self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
+        self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)
+        num_blocks = config.kv_budget_bytes // (self.kv_bytes_per_token * config.block_size)
+        if num_blocks < 1:
+            raise TemperError(f"engine.kv_budget_bytes={config.kv_budget_bytes} holds no block of "
+                              f"{config.block_size} tokens ({self.kv_bytes_per_token} bytes/token)")
+        self.cache = KVCache(mcfg, num_blocks, config.block_size, config.kv_dtype)
+        self.blocks = BlockManager(num_blocks, config.block_size, config.prefix_caching)
+        self.scheduler = Scheduler(config, self.blocks)
+        self.runner = ModelRunner(model, self.cache, config)
+        self.sampler = Sampler()
+        self.proposer = NgramProposer(config.speculative) if config.speculative.method == "ngram" else None
+        self.eos_ids = _eos_ids(tokenizer, mcfg.eos_token_id)
+        self.requests: dict[str, Request] = {}
+        self.lock = threading.RLock()
+        self._ids = itertools.count()
+        self._seed_rng = torch.Generator().manual_seed(config.seed)
+        self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0}
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, config: EngineConfig | None = None) -> "LLMEngine":
+        from temper.models import load_model  # provided by temper.models (checkpoints + tokenizers)
+
+        loaded = load_model(name_or_path)
+        return cls(loaded.model, loaded.tokenizer, config)
+
+    # ---- requests -------------------------------------------------------------------------
+    def add_request(self, prompt: str | Seq[int], params: SamplingParams | None = None, request_id: str | None = None,
+                    on_token: TokenCallback | None = None, on_finish: FinishCallback | None = None) -> str:
+        """Queue a request; raises RequestError (naming the request and field) if it cannot run."""
+        params = params or SamplingParams()
+        with self.lock:
+            request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
+            where = f"request {request_id!r}"
+            if request_id in self.requests:
+                raise RequestError(f"{where}: request_id is already in use")
+            params.validate(where)
+            ids = self._tokens(prompt, where)
+            if len(ids) >= self.max_model_len:
+                raise RequestError(f"{where}: prompt has {len(ids)} tokens; the context holds {self.max_model_len} "
+                                   f"(prompt + at least one new token)")
+            if self.blocks.blocks_for(len(ids) + 1) > self.blocks.num_blocks:
+                raise RequestError(f"{where}: prompt of {len(ids)} tokens does not fit the KV budget "
+                                   f"({self.blocks.num_blocks * self.config.block_size} tokens)")
+            bad = [t for t in ids if not 0 <= t < self.model.config.vocab_size]
+            if bad:
+                raise RequestError(f"{where}: prompt token id {bad[0]} is outside the vocabulary")
+            seqs = []
+            for i in range(params.n):
+                seed = params.seed + i if params.seed is not None else int(
+                    torch.randint(2**62, (1,), generator=self._seed_rng))
+                seqs.append(Sequence(next(self._ids), request_id, i, ids, params, seed, arrival=next(self._ids)))
+            self.requests[request_id] = Request(request_id, seqs, on_token, on_finish)
+            for seq in seqs:
+                self.scheduler.add(seq)
+            return request_id
+
+    def _tokens(self, prompt: str | Seq[int], where: str) -> list[int]:
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise RequestError(f"{where}: a text prompt needs a tokenizer; pass token ids")
+            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            raise RequestError(f"{where}: prompt is empty")
+        return ids
+
+    def abort(self, request_id: str) -> list[Completion]:
+        """Stop a request now; its samples come back with their partial tokens (finish_reason 'abort')."""
+        with self.lock:
+            req = self.requests.get(request_id)
+            if req is None:
+                return []
+            for seq in req.seqs:
+                if not seq.finished:
+                    self.scheduler.remove(seq)
+                    self._finish(seq, "abort")
+            return list(req.done)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.scheduler.waiting or self.scheduler.running)
+
+    # ---- the step -------------------------------------------------------------------------
+    def step(self) -> list[Completion]:
+        """One scheduling round; returns the samples that finished in it."""
+        with self.lock:
+            finished_before = sum(len(r.done) for r in self.requests.values())
+            batch = self.scheduler.schedule(self._drafts())
+            for seq in self.scheduler.out_of_room:
+                self._finish(seq, "length" if seq.num_output_tokens else "error",
+                             error=None if seq.num_output_tokens else
+                             f"request {seq.request_id!r}: the KV budget cannot hold this sequence")
+            self.scheduler.out_of_room.clear()
+            if batch:
+                logits, spans = self.runner.run(batch)
+                self._postprocess(batch, logits, spans)
+                self.stats["steps"] += 1
+            done = [c for r in self.requests.values() for c in r.done]
+            out = done[finished_before:] if len(done) > finished_before else []
+            for rid in [rid for rid, r in self.requests.items() if len(r.done) == len(r.seqs)]:
+                del self.requests[rid]  # completions were handed out via `out` / callbacks
+            return out
+
+    def _drafts(self) -> dict[int, list[int]]:
+        if self.proposer is None:
+            return {}
+        drafts = {}
+        for seq in self.scheduler.running:
+            if seq.num_pending == 1 and seq.params.greedy and not _penalized(seq) and not seq.params.stop:
+                room = min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1
+                d = self.proposer.propose(seq, room)
+                if d:
+                    drafts[seq.seq_id] = d
+        return drafts
+
+    def _postprocess(self, batch: list[Scheduled], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
+        rows: list[Sequence] = []
+        for item, (_, count) in zip(batch, spans, strict=True):
+            rows.extend([item.seq] * count)
+        tokens, logprobs, tops = self.sampler(logits, rows) if rows else ([], [], [])
+        for item, (first, count) in zip(batch, spans, strict=True):
+            seq = item.seq
+            if not count:
+                seq.num_computed += item.num_tokens
+                self.blocks.publish(seq)
+                continue
+            accepted = 0
+            for j in range(count):
+                tok = tokens[first + j]
+                self._append(seq, tok, logprobs[first + j], tops[first + j])
+                if seq.finished or j == len(item.drafts) or item.drafts[j] != tok:
+                    break
+                accepted += 1
+            self.stats["draft_tokens"] += len(item.drafts)
+            self.stats["accepted_tokens"] += accepted
+            seq.num_computed = len(seq) - 1
+            if not seq.finished:
+                self.blocks.trim(seq, len(seq))
+                self.blocks.publish(seq)
+
+    def _append(self, seq: Sequence, token: int, logprob: float, top: dict[int, float] | None) -> None:
+        seq.append(token, logprob, self.version, top)
+        self.stats["generated_tokens"] += 1
+        req = self.requests[seq.request_id]
+        if req.on_token is not None:
+            req.on_token(TokenEvent(seq.request_id, seq.index, token, logprob, self.version, top))
+        p = seq.params
+        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_ids):
+            self._finish(seq, "stop", token)
+        elif p.stop and self.tokenizer is not None and self._stop_string(seq):
+            pass
+        elif seq.num_output_tokens >= p.max_tokens or len(seq) >= self.max_model_len:
+            self._finish(seq, "length")
+
+    def _stop_string(self, seq: Sequence) -> bool:
+        text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=seq.params.skip_special_tokens)
+        hits = [(text.find(s), s) for s in seq.params.stop if s in text]
+        if not hits:
+            return False
+        pos, stop = min(hits)
+        self._finish(seq, "stop", stop, text=text[:pos])
+        return True
+
+    def _finish(self, seq: Sequence, reason: str, stop: str | int | None = None, text: str | None = None,
+                error: str | None = None) -> None:
+        self.scheduler.remove(seq)
+        seq.status, seq.finish_reason, seq.stop_reason, seq.error = Status.FINISHED, reason, stop, error
+        if text is not None:
+            seq.text = text
+        elif self.tokenizer is not None:
+            seq.text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=seq.params.skip_special_tokens)
+        req = self.requests[seq.request_id]
+        completion = seq.to_completion()
+        req.done.append(completion)
+        if req.on_finish is not None:
+            req.on_finish(completion)
+
+    # ---- batch API and RL hooks -----------------------------------------------------------
+    def generate(self, prompts: str | Seq[int] | Seq[str | Seq[int]],
+                 params: SamplingParams | Seq[SamplingParams] | None = None) -> list[Completion]:
+        """Generate for every prompt; returns prompts x n completions in order. A request that
+        cannot run comes back with finish_reason 'error' and its message; the others run."""
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]  # one prompt
+        plist = list(params) if isinstance(params, list | tuple) else [params or SamplingParams()] * len(prompts)
+        results: dict[str, list[Completion]] = {}
+        order: list[tuple[str, list[Completion] | None]] = []
+        for i, (prompt, p) in enumerate(zip(prompts, plist, strict=True)):
+            rid = f"gen-{next(self._ids)}-{i}"
+            try:
+                self.add_request(prompt, p, rid, on_finish=lambda c, r=rid: results.setdefault(r, []).append(c))
+                order.append((rid, None))
+            except RequestError as exc:
+                order.append((rid, [Completion(rid, 0, [], finish_reason="error", error=str(exc))]))
+        pending = {rid for rid, failed in order if failed is None}
+        while pending and self.has_unfinished():
+            self.step()
+            pending = {rid for rid in pending if rid in self.requests}
+        out: list[Completion] = []
+        for rid, failed in order:
+            out.extend(failed if failed is not None else sorted(results.get(rid, []), key=lambda c: c.index))
+        return out
+
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy new weights in place between steps; cached prefixes are dropped (their KV is stale).
+        Sequences in flight keep going (partial rollouts); each token records the version that sampled it."""
+        with self.lock:
+            params = dict(self.model.named_parameters(remove_duplicate=False))
+            params.update(dict(self.model.named_buffers()))
+            unknown = [k for k in state_dict if k not in params]
+            if unknown:
+                raise TemperError(f"load_weights: unknown parameter {unknown[0]!r} ({len(unknown)} unknown)")
+            with torch.no_grad():
+                for name, tensor in state_dict.items():
+                    params[name].copy_(tensor)
+            self.blocks.invalidate()
+            self.version = version
+
+
+def _eos_ids(tokenizer, fallback: int | list[int] | None) -> set[int]:
+    ids = getattr(tokenizer, "eos_token_ids", None)
+    if ids:
+        return set(ids)
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        return {tokenizer.eos_token_id}
+    if fallback is None:
+        return set()
+    return set(fallback) if isinstance(fallback, list) else {fallback}

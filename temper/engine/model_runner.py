@@ -1,0 +1,79 @@
+"""Run one engine step through the shared model: pack tokens, build attention metadata, get logits.
+
+Everything the attention needs per step (block ids, write slots, decode masks) is built
+once here and reused by every layer. Logits are computed only for rows that sample (the
+last token of a finished prefill, decode rows, speculative verification rows), never for
+a whole prompt.
+"""
+
+import torch
+
+from temper.engine.config import EngineConfig
+from temper.engine.kv_cache import KVCache
+from temper.engine.paged_attention import PagedAttention, Segment, StepMeta, window_mask
+from temper.engine.scheduler import Scheduled
+from temper.models import LlamaForCausalLM
+
+
+class ModelRunner:
+    def __init__(self, model: LlamaForCausalLM, cache: KVCache, config: EngineConfig):
+        self.model, self.cache, self.config = model, cache, config
+        self.block_size = cache.block_size
+        # The engine's sliding window (with attention sinks) or the model's own (Mistral), if any.
+        self.window = config.sliding_window or (model.config.sliding_window or 0)
+        self.sinks = config.sink_tokens if config.sliding_window else 0
+
+    @torch.inference_mode()
+    def run(self, batch: list[Scheduled]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+        """Returns logits [R, V] and, per scheduled entry (in `batch` order), its (first row, count) in them."""
+        bs = self.block_size
+        order = sorted(range(len(batch)), key=lambda i: batch[i].num_tokens != 1)  # decodes first
+        ids: list[int] = []
+        positions: list[int] = []
+        write_blocks: list[int] = []
+        decode_tables: list[list[int]] = []
+        decode_lens: list[int] = []
+        segments: list[Segment] = []
+        logit_rows: list[int] = []
+        spans: list[tuple[int, int]] = [(0, 0)] * len(batch)
+        for i in order:
+            item = batch[i]
+            seq, start, n = item.seq, item.seq.num_computed, item.num_tokens
+            row = len(ids)
+            ids.extend((seq.token_ids + item.drafts)[start:start + n])
+            positions.extend(range(start, start + n))
+            table = seq.block_table
+            write_blocks.extend(table[p // bs] for p in range(start, start + n))
+            nblocks = -(-(start + n) // bs)
+            if n == 1:
+                decode_tables.append(table[:nblocks])
+                decode_lens.append(start + 1)
+            else:
+                segments.append(Segment(row, start, n, torch.tensor(table[:nblocks], dtype=torch.long)))
+            if item.completes:
+                k = 1 + len(item.drafts)
+                spans[i] = (len(logit_rows), k)
+                logit_rows.extend(range(row + n - k, row + n))
+        pos = torch.tensor(positions, dtype=torch.long)
+        meta = StepMeta(write_blocks=torch.tensor(write_blocks, dtype=torch.long), write_offsets=pos % bs,
+                        num_decode=len(decode_tables), segments=segments)
+        if decode_tables:
+            self._decode_meta(meta, decode_tables, decode_lens)
+        attention = PagedAttention(self.cache, meta, self.config.attention_chunk, self.window, self.sinks)
+        hidden = self.model(torch.tensor(ids, dtype=torch.long)[None], pos[None], attention=attention)[0]
+        if not logit_rows:
+            return hidden.new_empty(0, self.model.config.vocab_size), spans
+        return self.model.compute_logits(hidden[logit_rows]).float(), spans
+
+    def _decode_meta(self, meta: StepMeta, tables: list[list[int]], lens: list[int]) -> None:
+        bs, m = self.block_size, max(len(t) for t in tables)
+        padded = torch.tensor([t + [0] * (m - len(t)) for t in tables], dtype=torch.long)
+        kpos = torch.arange(m * bs)
+        lens_t = torch.tensor(lens)
+        allowed = kpos[None, :] < lens_t[:, None]
+        if self.window:
+            allowed &= window_mask(lens_t - 1, kpos, self.window, self.sinks)
+        mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+        meta.decode_blocks = padded.flatten()
+        meta.decode_mask = mask.view(len(tables), m, 1, 1, bs)
+        meta.decode_max_blocks = m

@@ -1,0 +1,104 @@
+"""The engine's attention backend: writes new keys/values into the paged cache, then attends.
+
+One forward runs all scheduled tokens packed as [1, N]: first the decoding sequences (one
+token each), then the segments (prefill chunks, speculative verification) of the others.
+Decode rows attend in one batched pass over their gathered blocks (flash-decoding style:
+scores per block, one softmax across blocks). Segments attend per sequence with SDPA in
+query chunks, so no [T, T] score matrix is ever built, however long the prompt.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from temper.engine.kv_cache import KVCache
+
+
+@dataclass
+class Segment:
+    row: int  # first row of the segment in the packed batch
+    start: int  # position of its first token (tokens before it are in the cache)
+    length: int
+    blocks: torch.Tensor  # [M] block ids covering [0, start + length)
+
+
+@dataclass
+class StepMeta:
+    write_blocks: torch.Tensor  # [N] block id for each new token
+    write_offsets: torch.Tensor  # [N] offset within the block
+    num_decode: int = 0
+    decode_blocks: torch.Tensor | None = None  # [Bd * M] block ids, padded rows masked
+    decode_mask: torch.Tensor | None = None  # [Bd, M, 1, 1, block_size] additive (0 / -inf)
+    decode_max_blocks: int = 0
+    segments: list[Segment] = field(default_factory=list)
+
+
+def window_mask(qpos: torch.Tensor, kpos: torch.Tensor, window: int, sinks: int) -> torch.Tensor:
+    """True where query position may see key position (causal, optional sliding window + sinks)."""
+    allowed = kpos[None, :] <= qpos[:, None]
+    if window:
+        allowed &= (kpos[None, :] > qpos[:, None] - window) | (kpos[None, :] < sinks)
+    return allowed
+
+
+class PagedAttention:
+    def __init__(self, cache: KVCache, meta: StepMeta, query_chunk: int = 512, window: int = 0, sinks: int = 0):
+        self.cache, self.meta, self.query_chunk = cache, meta, query_chunk
+        self.window, self.sinks = window, sinks
+
+    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        meta, cache = self.meta, self.cache
+        q, k, v = q[0], k[0], v[0]  # [N, H, D]
+        cache.write(layer, meta.write_blocks, meta.write_offsets, k, v)
+        out = torch.empty_like(q)
+        nd = meta.num_decode
+        if nd:
+            out[:nd] = self._decode(layer, q[:nd])
+        for seg in meta.segments:
+            rows = slice(seg.row, seg.row + seg.length)
+            out[rows] = self._segment(layer, seg, q[rows], k[rows], v[rows])
+        return out[None]
+
+    def _decode(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+        meta = self.meta
+        b, hq, d = q.shape
+        m = meta.decode_max_blocks
+        keys = self.cache.gather(layer, "k", meta.decode_blocks)
+        hkv, bs = keys.shape[1], keys.shape[2]
+        keys = keys.view(b, m, hkv, bs, d)
+        qg = (q * d**-0.5).view(b, 1, hkv, hq // hkv, d)
+        scores = torch.matmul(qg, keys.transpose(-1, -2))  # [B, M, Hkv, G, bs]
+        scores += meta.decode_mask
+        scores -= scores.amax(dim=(1, 4), keepdim=True)
+        probs = scores.exp_()
+        denom = probs.sum(dim=(1, 4), keepdim=True)
+        values = self.cache.gather(layer, "v", meta.decode_blocks).view(b, m, hkv, bs, d)
+        o = torch.matmul(probs, values).sum(1) / denom[:, 0]  # [B, Hkv, G, D]
+        return o.reshape(b, hq, d)
+
+    def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        ctx = seg.start + seg.length
+        qt = q.transpose(0, 1)[None]  # [1, Hq, T, D]
+        if seg.start == 0 and not self.window and seg.length <= self.query_chunk:
+            keys, values = k.transpose(0, 1)[None], v.transpose(0, 1)[None]  # nothing cached before
+            o = F.scaled_dot_product_attention(qt, keys, values, is_causal=True, enable_gqa=True)
+            return o[0].transpose(0, 1)
+        keys, values = (self._contiguous(layer, w, seg.blocks, ctx) for w in ("k", "v"))
+        kpos = torch.arange(ctx)
+        outs = []
+        for qs in range(0, seg.length, self.query_chunk):
+            qe = min(qs + self.query_chunk, seg.length)
+            mask = window_mask(torch.arange(seg.start + qs, seg.start + qe), kpos, self.window, self.sinks)
+            outs.append(F.scaled_dot_product_attention(qt[:, :, qs:qe], keys, values, attn_mask=mask[None, None],
+                                                       enable_gqa=True))
+        return torch.cat(outs, dim=2)[0].transpose(0, 1)
+
+    def _contiguous(self, layer: int, which: str, blocks: torch.Tensor, ctx: int) -> torch.Tensor:
+        g = self.cache.gather(layer, which, blocks)  # [M, Hkv, bs, D]
+        m, hkv, bs, d = g.shape
+        if m == 1:
+            return g[0, :, :ctx][None]
+        out = self.cache.workspace(which + "_seg", (hkv, m, bs, d), torch.float32)
+        out.copy_(g.transpose(0, 1))
+        return out.view(hkv, m * bs, d)[:, :ctx][None]

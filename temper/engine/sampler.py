@@ -1,0 +1,87 @@
+"""Turn logits into tokens and the logprobs the trainer needs.
+
+Logprobs are log_softmax(logits / temperature) of the sampled token (temperature 0: plain
+log_softmax), taken before penalties and before top-k/top-p/min-p truncation: that is the
+distribution the trainer recomputes from the same weights. Sampling itself then applies
+penalties and truncation. Each sample draws from its own seeded generator, so results do
+not depend on batch composition, preemption or timing.
+"""
+
+import torch
+
+from temper.engine.sequence import Sequence
+
+
+def apply_penalties(logits: torch.Tensor, seq: Sequence) -> torch.Tensor:
+    p = seq.params
+    if p.repetition_penalty != 1.0:
+        seen = torch.tensor(sorted(set(seq.token_ids)), dtype=torch.long)
+        vals = logits[seen]
+        logits[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if (p.presence_penalty or p.frequency_penalty) and seq.num_output_tokens:
+        out = torch.tensor(seq.output_token_ids, dtype=torch.long)
+        counts = torch.bincount(out, minlength=logits.shape[-1]).to(logits.dtype)
+        logits -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
+    return logits
+
+
+def truncate(logits: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+    """Mask (to -inf) what top-k, top-p and min-p exclude; logits are already temperature-scaled."""
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        probs = sorted_logits.softmax(-1)
+        cum = probs.cumsum(-1)
+        drop = (cum - probs) > top_p  # keep the smallest prefix whose mass reaches top_p
+        logits = logits.clone()
+        logits[order[drop]] = float("-inf")
+    if min_p > 0.0:
+        probs = logits.softmax(-1)
+        logits = logits.masked_fill(probs < min_p * probs.max(), float("-inf"))
+    return logits
+
+
+class Sampler:
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float], list]:
+        """logits [R, V] (one row per seq entry) -> tokens, their logprobs, top alternatives (or None)."""
+        logits = logits.float()
+        temps = torch.tensor([s.params.temperature or 1.0 for s in seqs], dtype=logits.dtype)
+        logprobs = torch.log_softmax(logits / temps[:, None], dim=-1)
+        greedy_rows = [i for i, s in enumerate(seqs) if s.params.greedy and not _penalized(s)]
+        tokens = [0] * len(seqs)
+        if greedy_rows:
+            picks = logits[greedy_rows].argmax(-1).tolist()
+            for i, t in zip(greedy_rows, picks, strict=True):
+                tokens[i] = t
+        greedy_set = set(greedy_rows)
+        for i, seq in enumerate(seqs):
+            if i in greedy_set:
+                continue
+            p = seq.params
+            row = apply_penalties(logits[i].clone(), seq)
+            if p.greedy:
+                tokens[i] = int(row.argmax())
+                continue
+            row = truncate(row / p.temperature, p.top_k, p.top_p, p.min_p)
+            probs = row.softmax(-1)
+            # Exponential race (Gumbel-max): argmax p / E with E ~ Exp(1) samples from p.
+            noise = torch.empty_like(probs).exponential_(generator=seq.generator)
+            tokens[i] = int((probs / noise).argmax())
+        idx = torch.tensor(tokens, dtype=torch.long)
+        chosen = logprobs.gather(1, idx[:, None])[:, 0].tolist()
+        tops: list = [None] * len(seqs)
+        k = max((s.params.logprobs for s in seqs), default=0)
+        if k:
+            vals, ids = torch.topk(logprobs, k, dim=-1)
+            for i, seq in enumerate(seqs):
+                n = seq.params.logprobs
+                if n:
+                    tops[i] = dict(zip(ids[i, :n].tolist(), vals[i, :n].tolist(), strict=True))
+        return tokens, chosen, tops
+
+
+def _penalized(seq: Sequence) -> bool:
+    p = seq.params
+    return p.repetition_penalty != 1.0 or bool(p.presence_penalty) or bool(p.frequency_penalty)

@@ -1,0 +1,103 @@
+"""Greedy parity: the engine against transformers and against dense full-forward decoding,
+with each engine feature on and off (and proof that the feature really ran)."""
+
+import pytest
+import torch
+from engine_helpers import check_greedy, full_logprobs, random_prompts, reference_greedy, tiny_config, tiny_pair
+
+from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
+from temper.models import LlamaForCausalLM
+
+NEW = 24
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair(seed=0)
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    system = random_prompts([40], 512, seed=7)[0]  # a shared "system prompt": 2.5 blocks of 16
+    tails = random_prompts([3, 9, 30, 1, 57, 12], 512, seed=8)
+    # Repetitive material so that prompt lookup finds n-grams to propose.
+    loop = random_prompts([6], 512, seed=9)[0] * 5
+    return [system + t for t in tails] + [loop, random_prompts([5], 512, seed=10)[0]]
+
+
+@pytest.fixture(scope="module")
+def references(pair, prompts):
+    model, _ = pair
+    return [reference_greedy(model, p, NEW) for p in prompts]
+
+
+def test_greedy_matches_transformers_generate(pair, prompts, references):
+    model, hf = pair
+    engine = LLMEngine(model, None, EngineConfig(block_size=16))
+    outs = engine.generate(prompts, SamplingParams(temperature=0, max_tokens=NEW))
+    report: list[str] = []
+    for i, (p, c, (ref, margins)) in enumerate(zip(prompts, outs, references, strict=True)):
+        hf_out = hf.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                             max_new_tokens=NEW, do_sample=False)[0, len(p):].tolist()
+        check_greedy(c.token_ids, hf_out, margins, report, f"prompt {i} vs transformers")
+        check_greedy(c.token_ids, ref, margins, report, f"prompt {i} vs full forward")
+        assert c.finish_reason == "length" and len(c.token_ids) == NEW
+        lp = full_logprobs(model, c)
+        assert max(abs(a - b) for a, b in zip(lp, c.logprobs, strict=True)) < 1e-4
+        assert c.versions == [0] * NEW
+    print("\n".join(report))
+
+
+FEATURES = {
+    # name: (config, the counter that proves the feature ran)
+    "prefix_cache_off": (EngineConfig(block_size=16, prefix_caching=False), None),
+    "prefix_cache_on": (EngineConfig(block_size=16), lambda e: e.blocks.hit_tokens),
+    "chunked_prefill": (EngineConfig(block_size=16, max_num_batched_tokens=20),
+                        lambda e: e.scheduler.num_prefill_chunks - 8),
+    "unchunked_prefill": (EngineConfig(block_size=16, chunked_prefill=False, max_num_batched_tokens=20), None),
+    # 16 blocks of 8 tokens for 8 sequences of up to 121 tokens: constant preemption.
+    "preemption": (EngineConfig(block_size=8, kv_budget_bytes=16 * 8 * 512), lambda e: e.scheduler.num_preemptions),
+    "ngram_speculation": (EngineConfig(block_size=16, speculative=SpeculativeConfig(method="ngram", num_tokens=4)),
+                          lambda e: e.stats["accepted_tokens"]),
+    "large_blocks": (EngineConfig(block_size=128), None),
+}
+
+
+@pytest.mark.parametrize("name", list(FEATURES))
+def test_greedy_identical_with_feature(name, pair, prompts, references):
+    model, _ = pair
+    config, ran = FEATURES[name]
+    engine = LLMEngine(model, None, config)
+    outs = engine.generate(prompts, SamplingParams(temperature=0, max_tokens=NEW))
+    report: list[str] = []
+    for i, (c, (ref, margins)) in enumerate(zip(outs, references, strict=True)):
+        check_greedy(c.token_ids, ref, margins, report, f"{name} prompt {i}")
+    if ran is not None:
+        assert ran(engine) > 0, f"{name}: the feature did not run"
+    assert not engine.has_unfinished() and engine.blocks.num_free == engine.blocks.num_blocks
+    print("\n".join(report))
+
+
+@pytest.mark.parametrize("overrides", [
+    {"architecture": "Qwen2ForCausalLM", "model_type": "qwen2", "attention_bias": True},
+    {"architecture": "Qwen3ForCausalLM", "model_type": "qwen3", "qk_norm": True},
+    {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+    {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 64}},
+    {"architecture": "MistralForCausalLM", "model_type": "mistral", "sliding_window": 20},
+], ids=["qwen2", "qwen3", "rope_linear", "rope_llama3", "mistral_window"])
+def test_architectures_and_rope_scaling(overrides):
+    torch.manual_seed(1)
+    model = LlamaForCausalLM(tiny_config(**overrides)).eval()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "norm" not in n:
+                p.normal_(0, 0.08)
+    prompts = random_prompts([70, 5, 33], 512, seed=3)
+    engine = LLMEngine(model, None, EngineConfig(block_size=16, max_num_batched_tokens=32))
+    outs = engine.generate(prompts, SamplingParams(temperature=0, max_tokens=16))
+    report: list[str] = []
+    for i, (p, c) in enumerate(zip(prompts, outs, strict=True)):
+        ref, margins = reference_greedy(model, p, 16)
+        check_greedy(c.token_ids, ref, margins, report, f"{overrides} prompt {i}")
+        assert max(abs(a - b) for a, b in zip(full_logprobs(model, c), c.logprobs, strict=True)) < 1e-4
