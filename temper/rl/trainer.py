@@ -223,7 +223,7 @@ class Trainer:
                 loss = loss_fn(mb, sums)
             (loss * scale).backward()
             sums["loss"] += float(loss.detach())
-            sums["step_tokens"] += mb.num_tokens
+            sums["step_tokens"] += mb.num_tokens if mb.sample_ids != [-1] else 0
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         max_norm = self.cfg.optim.grad_clip if self.cfg.optim.grad_clip is not None else float("inf")
         norm = dist.full_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm))
