@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 # Modules that register commands on `app` (each defines `register(app)`).
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft"]
 
 
 def _version(value: bool) -> None:

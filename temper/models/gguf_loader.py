@@ -69,7 +69,7 @@ def open_gguf(path: str | Path) -> GGUFFile:
     try:
         reader = GGUFReader(path)
     except Exception as exc:  # gguf raises ValueError/struct errors/IndexError on bad or truncated files
-        raise TemperError(f"{path}: not a readable GGUF file ({type(exc).__name__}: {exc})") from None
+        raise TemperError(f"{path}: not a readable GGUF file, truncated or corrupt ({exc})") from None
     metadata = {}
     for key, field in reader.fields.items():
         if key in _TOKENIZER_ARRAYS:

@@ -75,7 +75,7 @@ def resolve_model(name_or_path: str | Path) -> Path:
             return path.parent
         raise TemperError(f"{path}: not a model (expected a folder with config.json, or a .gguf file)")
     if _looks_like_path(name):
-        raise TemperError(f"{path}: no such file or folder")
+        raise TemperError(f"{name}: no such file or folder")
     return _from_hub(name)
 
 
@@ -96,7 +96,6 @@ def cached_conversion(gguf_path: Path, name: str) -> Path:
     # killed half-way leaves only a `.tmp-*` folder, never a half-written model.
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=target.parent))
     try:
-        log.info("converting %s to %s (once)", gguf_path, target)
         convert_gguf(gguf_path, tmp)
         (tmp / _STAMP).write_text(json.dumps(source) + "\n")
         if target.exists():  # stale, or another process finished first: replace it
@@ -128,6 +127,8 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
     backend, tok_config = tokenizer_from_gguf(gguf)
     hf = gguf_hf_config(gguf)
     cfg = ModelConfig.from_hf(hf, source=str(gguf_path))
+    # Logged only once the file is known to be good, so a bad file gives just its one error line.
+    log.info("converting %s to safetensors (once; later loads reuse it)", gguf_path.name)
     state = gguf_state_dict(gguf, hf)
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
