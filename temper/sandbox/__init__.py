@@ -1,0 +1,15 @@
+"""Sandboxes: isolated, fast execution of agent code and commands, with an audit log.
+
+See docs/sandbox.md. Imports nothing of temper but temper.config and temper.errors.
+"""
+
+from temper.sandbox.audit import AuditLog, verify
+from temper.sandbox.config import Limits, Mount, SandboxConfig
+from temper.sandbox.errors import IsolationUnavailable, PathEscapeError, SandboxCrashed, SandboxError
+from temper.sandbox.result import ExecResult, FileEntry
+from temper.sandbox.sandbox import Sandbox
+
+__all__ = [
+    "AuditLog", "ExecResult", "FileEntry", "IsolationUnavailable", "Limits", "Mount", "PathEscapeError",
+    "Sandbox", "SandboxConfig", "SandboxCrashed", "SandboxError", "verify",
+]

@@ -1,0 +1,98 @@
+"""Append-only JSONL audit log of every request made to a sandbox, hash-chained.
+
+Each record carries `prev` (the previous record's hash) and `hash` = sha256 of the record's
+canonical JSON without `hash`, so removing, reordering or editing any record breaks the
+chain at that point. Removing records from the end is detected only against a head hash kept
+elsewhere (`verify` reports the head for that). Written by the host, outside every sandbox's
+mount view; appends from several processes are serialised with flock.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+GENESIS = "0" * 64
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _digest(record: dict[str, Any]) -> str:
+    body = {k: v for k, v in record.items() if k != "hash"}
+    return sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+
+
+class AuditLog:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._size = -1
+        self._prev, self._seq = GENESIS, 0
+
+    def append(self, sandbox: str, op: str, **fields: Any) -> dict[str, Any]:
+        with self._lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(self._fd).st_size
+                if size != self._size:  # another writer appended: continue its chain
+                    self._prev, self._seq = _tail(self.path)
+                record = {"seq": self._seq, "time": time.time(), "sandbox": sandbox, "op": op, **fields,
+                          "prev": self._prev}
+                record["hash"] = _digest(record)
+                line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+                os.write(self._fd, line)
+                self._size = size + len(line)
+                self._prev, self._seq = record["hash"], self._seq + 1
+                return record
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def _tail(path: Path) -> tuple[str, int]:
+    last = b""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        end = f.tell()
+        f.seek(max(0, end - (1 << 20)))
+        lines = [ln for ln in f.read().split(b"\n") if ln.strip()]
+        last = lines[-1] if lines else b""
+    if not last:
+        return GENESIS, 0
+    rec = json.loads(last)
+    return rec["hash"], rec["seq"] + 1
+
+
+def verify(path: str | Path) -> tuple[bool, str]:
+    """(ok, one line): the first broken record, or the count and head hash when intact."""
+    prev, count = GENESIS, 0
+    path = Path(path)
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError:
+                return False, f"{path}:{lineno}: not a JSON record"
+            if rec.get("prev") != prev:
+                return False, f"{path}:{lineno}: chain broken (a record before it was removed or edited)"
+            if rec.get("hash") != _digest(rec):
+                return False, f"{path}:{lineno}: record edited (hash does not match its content)"
+            if rec.get("seq") != count:
+                return False, f"{path}:{lineno}: sequence {rec.get('seq')} where {count} was expected"
+            prev, count = rec["hash"], count + 1
+    return True, f"{path}: {count} records intact, head {prev}"

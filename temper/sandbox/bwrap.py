@@ -1,0 +1,104 @@
+"""bubblewrap launch: every namespace unshared, no capabilities, a dedicated unprivileged uid.
+
+The mount view holds only the read-only system folders, a few files of /etc, the Python
+environment, the staged templates (hidden again once mounted) and what the task names;
+/proc is private, /dev minimal, and there is no host socket anywhere in it.
+"""
+
+import os
+import shutil
+import subprocess
+
+from temper.sandbox import layout
+from temper.sandbox.config import SandboxConfig
+from temper.sandbox.layout import INSIDE_DIR, SANDBOX_UID, Plan
+
+RW = "/.temper/rw"
+TEMPLATES = "/.temper/templates"
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int) -> tuple[list[str], Plan]:
+    state = layout.state_dir(cfg)
+    a = [bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+         "--cap-drop", "ALL", "--clearenv", "--as-pid-1", "--info-fd", str(info_fd),
+         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    for d in layout.SYSTEM_DIRS:
+        if os.path.islink(d):
+            a += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            a += ["--ro-bind", d, d]
+    for name in layout.ETC_FILES:
+        if os.path.exists(f"/etc/{name}"):
+            a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    a += ["--ro-bind", str(state / "etc" / "passwd"), "/etc/passwd",
+          "--ro-bind", str(state / "etc" / "group"), "/etc/group",
+          "--proc", "/proc", "--dev", "/dev", "--dir", "/tmp", "--dir", RW,
+          "--ro-bind", str(INSIDE_DIR), "/.temper/inside",
+          "--ro-bind", str(state / "templates"), TEMPLATES]
+    py = layout.python_env(cfg)
+    if py is not None:
+        a += ["--ro-bind", str(py), str(py)]  # same path inside: its scripts' #! lines name it
+    views = [{"name": "ws", "dest": cfg.workspace_mount, "lower": f"{TEMPLATES}/{template_key}" if template_key else None}]
+    a += ["--dir", cfg.workspace_mount]
+    hide = [TEMPLATES]
+    for i, m in enumerate(cfg.mounts):
+        if m.src is not None and not m.writable:
+            a += ["--ro-bind", str(m.src), m.dest]
+            continue
+        a += ["--dir", m.dest]
+        lower = None
+        if m.src is not None:
+            lower = f"/.temper/src/{i}"
+            a += ["--ro-bind", str(m.src), lower]
+            if "/.temper/src" not in hide:
+                hide.append("/.temper/src")
+        views.append({"name": f"m{i}", "dest": m.dest, "lower": lower})
+    a += ["--chdir", "/", "--remount-ro", "/", "--",
+          str(cfg.supervisor_python), "-S", "-B", "/.temper/inside/supervisor.py"]
+    init = layout.common_init(cfg, "bwrap", "ns")
+    init.update(
+        template_root=TEMPLATES,
+        folders={"mode": "mount", "rw_root": RW, "disk_bytes": cfg.limits.disk_mb << 20, "views": views,
+                 "tmp": "/tmp", "hide": hide, "readable": [m.dest for m in cfg.mounts]},
+        env=layout.base_env(cfg, cfg.workspace_mount, "/tmp"),
+    )
+    dest_map = {m.dest: m.dest for m in cfg.mounts}
+    return a, Plan("bwrap", cfg.workspace_mount, dest_map, init)
+
+
+_probe: dict[tuple[int | None, str], tuple[bool, str]] = {}
+
+
+def probe(uid: int | None) -> tuple[bool, str]:
+    """Can bwrap unshare every namespace as `uid` here? (cached per process)"""
+    exe = bwrap_path()
+    if exe is None:
+        return False, "bwrap not found (apt-get install bubblewrap)"
+    key = (uid, exe)
+    if key not in _probe:
+        argv = [exe, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+        for d in layout.SYSTEM_DIRS[1:]:
+            if os.path.islink(d):
+                argv += ["--symlink", os.readlink(d), d]
+        kw = drop_kwargs(uid)
+        try:
+            r = subprocess.run([*argv, "--", "/usr/bin/true"], capture_output=True, timeout=20, **kw)
+            ok = r.returncode == 0
+            why = "" if ok else r.stderr.decode(errors="replace").strip().splitlines()[-1:]
+            _probe[key] = (ok, f"bubblewrap works as uid {kw.get('user', os.getuid())}" if ok else f"bwrap fails: {why}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _probe[key] = (False, f"bwrap fails: {exc}")
+    return _probe[key]
+
+
+def drop_kwargs(uid: int | None) -> dict:
+    """subprocess arguments that start the child as `uid` (only possible as root)."""
+    if uid is None or os.geteuid() != 0:
+        return {}
+    return {"user": uid, "group": uid, "extra_groups": []}
+

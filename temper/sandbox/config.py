@@ -1,0 +1,97 @@
+"""Configuration of a sandbox: isolation mode, resource limits, mounts, pool size, uid.
+
+Every field has a default that runs on a plain Linux machine; `temper sandbox check`
+reports what the host actually enforces.
+"""
+
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from temper.config import ConfigModel
+
+Isolation = Literal["auto", "bwrap", "landlock", "none"]
+
+# Paths the sandbox itself owns; a mount on them would break it.
+RESERVED = ("/", "/usr", "/proc", "/dev", "/etc", "/.temper", "/bin", "/lib", "/lib64", "/sbin")
+
+
+class Limits(ConfigModel):
+    """Per-command limits (rlimits always; cgroups for memory/pids/CPU where the host offers them)."""
+
+    wall_time_s: float = Field(30.0, gt=0, description="Wall-clock time per exec.")
+    cpu_time_s: int = Field(60, gt=0, description="CPU seconds per exec (RLIMIT_CPU).")
+    memory_mb: int = Field(1024, ge=16, description="Memory: cgroup limit for the sandbox and RLIMIT_AS.")
+    address_space_mb: int | None = Field(
+        None, ge=0, description="RLIMIT_AS; None = memory_mb, 0 = unlimited (Go/JVM reserve a lot)."
+    )
+    processes: int = Field(128, ge=2, description="Processes and threads (RLIMIT_NPROC, pids cgroup).")
+    file_size_mb: int = Field(256, ge=1, description="Largest file a command may write (RLIMIT_FSIZE).")
+    open_files: int = Field(256, ge=16, description="Open file descriptors (RLIMIT_NOFILE).")
+    output_bytes: int = Field(1 << 20, ge=1024, description="Cap per stream; beyond it output is cut.")
+    disk_mb: int = Field(512, ge=1, description="Writable space: workspace changes, /tmp, scratch mounts.")
+    cpus: float = Field(1.0, gt=0, description="CPU bandwidth (cgroup cpu quota), in cores.")
+
+    @property
+    def rlimit_as_bytes(self) -> int | None:
+        mb = self.memory_mb if self.address_space_mb is None else self.address_space_mb
+        return None if mb == 0 else mb << 20
+
+
+class Mount(ConfigModel):
+    """A folder inside the sandbox. `src` None: an empty writable scratch folder (reset with the
+    workspace); `src` with writable=False: a read-only bind; writable=True: an overlay on `src`."""
+
+    dest: str
+    src: Path | None = None
+    writable: bool = False
+
+    @field_validator("dest")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        p = PurePosixPath(v)
+        if not p.is_absolute() or ".." in p.parts:
+            raise ValueError("must be an absolute path without '..'")
+        if str(p) in RESERVED or str(p).startswith("/.temper"):
+            raise ValueError(f"{p} is reserved by the sandbox")
+        return str(p)
+
+    @model_validator(mode="after")
+    def _scratch_is_writable(self) -> "Mount":
+        if self.src is None and not self.writable:
+            raise ValueError("a mount without src is a scratch folder and must be writable")
+        return self
+
+
+class SandboxConfig(ConfigModel):
+    isolation: Isolation = "auto"
+    limits: Limits = Limits()
+    workspace: Path | None = Field(None, description="Template folder copied (overlay) into every sandbox.")
+    workspace_mount: str = Field("/app", description="Where the workspace appears inside (bwrap mode).")
+    mounts: list[Mount] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, description="Added to every exec's environment.")
+    python_env: Path | None = Field(
+        None, description="Read-only Python with pytest for the sandbox; None = the one scripts/setup.sh built."
+    )
+    supervisor_python: Path = Field(Path("/usr/bin/python3"), description="Runs the in-sandbox supervisor.")
+    uid: int = Field(61000, ge=1000, description="Host uid of bwrap sandboxes; landlock slots use uid+1...")
+    uid_slots: int = Field(4096, ge=1, description="How many landlock-mode uids (one per live sandbox).")
+    cgroups: bool = Field(True, description="Use cgroups for memory/pids/CPU where the host offers them.")
+    state_dir: Path = Field(
+        Path(tempfile.gettempdir()) / "temper-sandbox", description="Staged templates, per-sandbox folders."
+    )
+    run_dir: Path = Field(Path("runs/sandbox"), description="Run folder; the audit log is written here.")
+    audit: bool = True
+    pool_size: int = Field(2, ge=0, description="Idle warm sandboxes the pool keeps ready.")
+    pool_max: int = Field(64, ge=1, description="Most sandboxes a pool keeps alive (idle + in use).")
+
+    @field_validator("workspace_mount")
+    @classmethod
+    def _mount_ok(cls, v: str) -> str:
+        return Mount(dest=v, writable=True).dest
+
+    @property
+    def audit_path(self) -> Path:
+        return self.run_dir / "sandbox-audit.jsonl"

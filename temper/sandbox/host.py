@@ -1,0 +1,178 @@
+"""The host's handle on one running supervisor: launch (bwrap, Landlock or none), call, stop.
+
+Launch order matters: the supervisor is moved into its cgroup before it is told to set up,
+so that everything it ever starts inherits the cgroup.
+"""
+
+import json
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from temper.sandbox import bwrap, cgroups, direct, layout, seccomp, uids
+from temper.sandbox.config import SandboxConfig
+from temper.sandbox.errors import PathEscapeError, SandboxCrashed, SandboxError
+from temper.sandbox.inside import wire
+
+_ESCAPE_ERRNOS = {18, 40, 13, 1}  # EXDEV (left the root), ELOOP (symlink), EACCES, EPERM
+_cg_cache: dict[bool, tuple[str | None, dict[str, Path]]] = {}
+
+
+def host_cgroups(enabled: bool) -> tuple[str | None, dict[str, Path]]:
+    if not enabled or os.geteuid() != 0:
+        return None, {}
+    if True not in _cg_cache:
+        _cg_cache[True] = cgroups.detect()
+    return _cg_cache[True]
+
+
+class Supervisor:
+    def __init__(self, cfg: SandboxConfig, mode: str, sandbox_id: str, template_key: str | None):
+        self.config, self.mode, self.id = cfg, mode, sandbox_id
+        self._proc: subprocess.Popen | None = None
+        self.cgroup: cgroups.Cgroup | None = None
+        self._lease: uids.UidLease | None = None
+        self._folder: tuple[Path, bool] | None = None
+        t0 = time.monotonic()
+        try:
+            self._launch(template_key)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.monotonic() - t0
+
+    def _launch(self, key: str | None) -> None:
+        cfg = self.config
+        version, parents = host_cgroups(cfg.cgroups)
+        bpf = b""
+        if self.mode == "bwrap":
+            info_r, info_w = os.pipe()
+            argv, plan = bwrap.plan(cfg, key, info_w)
+            bpf = seccomp.build_filter(False)
+            kw = bwrap.drop_kwargs(cfg.uid)
+            pass_fds = (info_w,)
+        else:
+            self._lease = uids.lease(cfg.uid + 1, cfg.uid_slots, layout.state_dir(cfg) / "uids") if self.mode != "none" \
+                else uids.UidLease(os.getuid(), None)
+            self._folder = direct.prepare_folder(cfg, self.id, self._lease.uid)
+            plan = direct.plan(cfg, self.mode, self._folder[0], key, self._lease.dedicated)
+            argv = direct.argv(cfg)
+            if self.mode == "landlock":
+                bpf = seccomp.build_filter(True)
+                kw = bwrap.drop_kwargs(self._lease.uid)
+            else:
+                kw = {}
+            pass_fds = ()
+        self.plan = plan
+        log = open(self._log_path(), "wb")  # the supervisor's own stderr (set-up failures)
+        try:
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                          bufsize=0, pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, **kw)
+        finally:
+            log.close()
+        pid = self._proc.pid
+        if self.mode == "bwrap":
+            os.close(info_w)
+            pid = _read_info(info_r, self._proc) or pid
+        if version is not None:
+            lim = cfg.limits
+            self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + lim.disk_mb) << 20,
+                                          lim.processes + 1, lim.cpus)
+            self.cgroup.add(pid)
+        reply, _ = self.call({"op": "init", **plan.init}, bpf, timeout=30, init=True)
+        self.overlay = bool(reply.get("overlay"))
+
+    def _log_path(self) -> Path:
+        d = layout.state_dir(self.config) / "logs"
+        d.mkdir(exist_ok=True, mode=0o700)
+        return d / f"{self.id}.log"
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=2)  # on EOF the supervisor kills what is left and exits
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9) if proc.pid > 0 else None
+                proc.kill()
+                proc.wait()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self._lease is not None:
+            if self._lease.dedicated:
+                direct.kill_uid(self._lease.uid)
+            self._lease.release()
+            self._lease = None
+        if self._folder is not None:
+            direct.remove_folder(*self._folder)
+            self._folder = None
+        try:
+            self._log_path().unlink()
+        except OSError:
+            pass
+
+    # -- protocol ------------------------------------------------------------------------------
+    def call(self, meta: dict[str, Any], blob: bytes = b"", timeout: float = 30.0,
+              init: bool = False) -> tuple[dict[str, Any], bytes]:
+        proc = self._proc
+        if proc is None or (not init and proc.poll() is not None):
+            raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts it")
+        try:
+            wire.send(proc.stdin, meta, blob)
+            ready, _, _ = select.select([proc.stdout], [], [], timeout)
+            msg = wire.recv(proc.stdout) if ready else None
+        except (BrokenPipeError, OSError, ValueError):
+            msg = None
+        if msg is None:
+            why = "did not answer in time" if proc.poll() is None else "exited"
+            detail = self._log_tail()
+            self.stop()
+            raise SandboxCrashed(f"sandbox {self.id}: supervisor {why}" + (f": {detail}" if detail else ""))
+        reply, data = msg
+        if "error" in reply:
+            if init:
+                self.stop()
+                raise SandboxError(f"sandbox {self.id}: {reply['error']}")
+            path = meta.get("path") or meta.get("dest") or ""
+            if reply.get("errno") in _ESCAPE_ERRNOS:
+                raise PathEscapeError(f"{path}: refused, outside the sandbox's folders ({reply['error']})")
+            raise SandboxError(f"{path or meta['op']}: {reply['error']}")
+        return reply, data
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self._log_path().read_text(errors="replace").strip().splitlines()
+            return lines[-1] if lines else ""
+        except OSError:
+            return ""
+
+
+def _read_info(fd: int, proc: subprocess.Popen) -> int | None:
+    """bwrap's --info-fd JSON: the host pid of the sandbox's pid 1 (our supervisor, --as-pid-1)."""
+    data = b""
+    try:
+        while b"}" not in data:
+            ready, _, _ = select.select([fd], [], [], 10)
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    try:
+        return int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError):
+        return None

@@ -1,0 +1,140 @@
+"""Raw Linux calls through ctypes (x86_64 and aarch64): namespaces, mounts, seccomp, Landlock.
+
+Self-contained so that the host can probe the same calls (`temper sandbox check`).
+"""
+
+import ctypes
+import os
+import platform
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+_ARCH = platform.machine()
+# (landlock_create_ruleset, landlock_add_rule, landlock_restrict_self, openat2) per arch.
+_NR = {"x86_64": (444, 445, 446, 437), "aarch64": (444, 445, 446, 437)}.get(_ARCH, (444, 445, 446, 437))
+
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MNT_DETACH = 2
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 1, 2, 4, 4096, 16384
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 38, 22, 36, 4
+SECCOMP_MODE_FILTER = 2
+
+
+def _fail(what: str) -> OSError:
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    if _libc.unshare(flags) != 0:
+        raise _fail("unshare")
+
+
+def mount(src: str, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+    r = _libc.mount(src.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                    data.encode() if data else None)
+    if r != 0:
+        raise _fail(f"mount {fstype or 'bind'} on {target}")
+
+
+def umount(target: str) -> None:
+    if _libc.umount2(target.encode(), MNT_DETACH) != 0:
+        raise _fail(f"umount {target}")
+
+
+def prctl(option: int, arg: int = 0) -> None:
+    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        raise _fail(f"prctl {option}")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class SeccompProgram:
+    """A BPF program prepared in the parent, so that a forked child only makes one prctl call."""
+
+    def __init__(self, bpf: bytes):
+        if len(bpf) % 8:
+            raise ValueError("seccomp BPF must be a whole number of 8-byte instructions")
+        self._buf = ctypes.create_string_buffer(bpf, len(bpf))
+        self._prog = _SockFprog(len(bpf) // 8, ctypes.cast(self._buf, ctypes.c_void_p))
+
+    def install(self) -> None:
+        """Needs no_new_privs (or CAP_SYS_ADMIN); applies to this process and everything it starts."""
+        r = _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self._prog), 0, 0)
+        if r != 0:
+            raise _fail("seccomp")
+
+
+# Landlock (see linux/landlock.h). Rights per ABI version; files accept only file rights.
+LL_FS = [0x1FFF, 0x3FFF, 0x7FFF, 0x7FFF, 0xFFFF, 0xFFFF, 0xFFFF]  # ABI 1..7
+LL_FILE_RIGHTS = 0x1 | 0x2 | 0x4 | 0x4000 | 0x8000  # execute, write, read, truncate, ioctl_dev
+LL_READ = 0x1 | 0x4 | 0x8  # execute, read file, read dir
+LL_NET_TCP = 0x3  # bind + connect (ABI >= 4)
+LL_SCOPE = 0x3  # abstract unix sockets + signals (ABI >= 6)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when unsupported or disabled."""
+    v = _libc.syscall(_NR[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(v), 0)
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_ruleset(read: list[str], write: list[str]) -> int:
+    """A ruleset fd: `read` paths readable/executable, `write` paths fully writable; all TCP,
+    abstract unix sockets and signals to processes outside the domain denied (when the ABI has them)."""
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(95, "Landlock is not available")
+    fs = LL_FS[min(abi, len(LL_FS)) - 1]
+    attr = _RulesetAttr(fs, LL_NET_TCP if abi >= 4 else 0, LL_SCOPE if abi >= 6 else 0)
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    fd = _libc.syscall(_NR[0], ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        raise _fail("landlock_create_ruleset")
+    for paths, rights in ((read, LL_READ), (write, fs)):
+        for path in paths:
+            try:
+                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a path the host lacks is simply not granted
+            allowed = rights if os.path.isdir(path) else rights & LL_FILE_RIGHTS & fs
+            rule = _PathBeneath(allowed, pfd)
+            r = _libc.syscall(_NR[1], ctypes.c_int(fd), ctypes.c_int(1), ctypes.byref(rule), ctypes.c_uint32(0))
+            os.close(pfd)
+            if r != 0:
+                raise _fail(f"landlock_add_rule {path}")
+    return int(fd)
+
+
+def landlock_restrict(ruleset_fd: int) -> None:
+    if _libc.syscall(_NR[2], ctypes.c_int(ruleset_fd), ctypes.c_uint32(0)) != 0:
+        raise _fail("landlock_restrict_self")
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+RESOLVE_NO_MAGICLINKS, RESOLVE_BENEATH = 0x02, 0x08
+
+
+def open_beneath(dir_fd: int, path: str, flags: int, mode: int = 0o644) -> int:
+    """openat2 with RESOLVE_BENEATH: the kernel refuses `..` and symlinks that leave `dir_fd`."""
+    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+    fd = _libc.syscall(_NR[3], ctypes.c_int(dir_fd), path.encode(), ctypes.byref(how), ctypes.c_size_t(24))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return int(fd)

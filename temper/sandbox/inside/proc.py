@@ -1,0 +1,224 @@
+"""Run one command under the sandbox's limits, capture bounded output, then kill what is left.
+
+The child sets its own rlimits, Landlock and seccomp between fork and exec, so the
+supervisor itself stays unrestricted (it is trusted code; the command is not).
+"""
+
+import os
+import resource
+import select
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import native
+
+CHUNK = 1 << 16
+
+
+@dataclass
+class Jail:
+    """What every command gets: limits, filters, and how leftovers are found and killed."""
+
+    rlimits: list[tuple[int, int, int]]
+    output_bytes: int
+    kill: str  # "ns": we are pid 1 of a pid namespace; "uid": a uid of our own; "tree": descendants only
+    seccomp: native.SeccompProgram | None = None
+    landlock_fd: int | None = None
+
+
+def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes | None,
+        timeout: float) -> tuple[dict[str, Any], bytes, bytes]:
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe() if stdin else (os.open("/dev/null", os.O_RDONLY), -1)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(jail, argv, env, cwd, in_r, out_w, err_w)
+    for fd in (out_w, err_w, in_r):
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    bufs = {out_r: bytearray(), err_r: bytearray()}
+    cut = {out_r: False, err_r: False}
+    poller = select.poll()
+    for fd in bufs:
+        poller.register(fd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    pending = memoryview(stdin or b"")
+    if in_w >= 0:
+        os.set_blocking(in_w, False)
+        poller.register(in_w, select.POLLOUT)
+    timed_out, live = False, set(bufs)
+    while True:
+        left = start + timeout - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        events = poller.poll(left * 1000)
+        if any(fd == pidfd for fd, _ in events):
+            break
+        for fd, ev in events:
+            if fd == in_w:
+                try:
+                    pending = pending[os.write(in_w, pending[:CHUNK]):]
+                except BlockingIOError:
+                    pass
+                except BrokenPipeError:
+                    pending = pending[:0]  # the command closed its stdin: the rest is dropped
+                if not pending or ev & (select.POLLERR | select.POLLHUP):
+                    poller.unregister(in_w)
+                    os.close(in_w)
+                    in_w = -1
+            elif fd in live:
+                _read(fd, bufs, cut, jail.output_bytes, live, poller)
+    if in_w >= 0:
+        os.close(in_w)
+    if timed_out:
+        _kill_quietly(pid)
+    _, status, usage = os.wait4(pid, 0)
+    duration = time.monotonic() - start
+    os.close(pidfd)
+    kill_leftovers(jail)
+    for fd in list(live):  # every writer is dead now: this reaches EOF
+        while fd in live:
+            _read(fd, bufs, cut, jail.output_bytes, live, poller)
+    meta = {
+        "exit_code": os.waitstatus_to_exitcode(status),
+        "duration_s": duration,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "maxrss_kb": usage.ru_maxrss,
+        "timed_out": timed_out,
+        "stdout_truncated": cut[out_r],
+        "stderr_truncated": cut[err_r],
+    }
+    return meta, bytes(bufs[out_r]), bytes(bufs[err_r])
+
+
+def _read(fd: int, bufs: dict[int, bytearray], cut: dict[int, bool], cap: int, live: set[int],
+          poller: select.poll) -> None:
+    data = os.read(fd, CHUNK)
+    if data:
+        buf = bufs[fd]
+        room = cap - len(buf)
+        buf += data[:room]
+        if len(data) <= room:
+            return
+        cut[fd] = True
+    # EOF, or past the cap: stop reading; a writer that goes on gets SIGPIPE instead of filling memory.
+    poller.unregister(fd)
+    os.close(fd)
+    live.discard(fd)
+
+
+def _kill_quietly(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def kill_leftovers(jail: Jail) -> None:
+    """Kill every process the command started (daemonised grandchildren too) and reap them."""
+    for _ in range(5000):
+        victims = _victims(jail.kill)
+        if not victims:
+            return
+        for pid in victims:
+            if pid > 0:
+                _kill_quietly(pid)
+        if not _reap():
+            time.sleep(0.0002)  # SIGKILLed processes take a moment to become zombies
+
+
+def _victims(mode: str) -> list[int]:
+    """Signal what is left; return what may still be alive ([0]: something, pids unknown)."""
+    if mode in ("ns", "uid"):
+        # kill(-1) reaches, in one sweep that a fork bomb cannot outrun, every process we may
+        # signal except ourselves and init: in our own pid namespace, or under a uid used by this
+        # sandbox alone, exactly the command's processes.
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return []
+        if mode == "ns":
+            return [0]
+    return _descendants(os.getpid())  # its count is unreliable outside a pid namespace: look
+
+
+def _descendants(root: int) -> list[int]:
+    """Our descendants, from /proc (we are a subreaper, so orphans come back to us)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _reap() -> bool:
+    """Reap every zombie child; True when something was reaped."""
+    reaped = False
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped = True
+
+
+def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int, out_w: int, err_w: int) -> None:
+    try:
+        os.setsid()
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; exec would pass that on
+            signal.signal(sig, signal.SIG_DFL)
+        os.dup2(in_r, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        for res, soft, hard in jail.rlimits:
+            resource.setrlimit(res, (soft, hard))
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")  # under memory pressure the command dies, not the supervisor
+        except OSError:
+            pass
+        os.chdir(cwd)
+        native.prctl(native.PR_SET_NO_NEW_PRIVS, 1)
+        if jail.landlock_fd is not None:
+            native.landlock_restrict(jail.landlock_fd)
+        os.closerange(3, 1 << 16)
+        exe = _which(argv[0], env.get("PATH", "/usr/bin:/bin"))
+        if jail.seccomp is not None:
+            jail.seccomp.install()
+        os.execve(exe, argv, env)
+    except BaseException as exc:
+        msg = f"temper-sandbox: cannot run {argv[0] if argv else '(empty argv)'}: {exc}\n"
+        os.write(2, msg.encode(errors="replace"))
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    os._exit(126)
+
+
+def _which(name: str, path: str) -> str:
+    if "/" in name:
+        return name
+    for d in path.split(":"):
+        cand = os.path.join(d or ".", name)
+        if os.access(cand, os.X_OK) and not os.path.isdir(cand):
+            return cand
+    raise FileNotFoundError(2, "command not found", name)

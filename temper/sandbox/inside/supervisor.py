@@ -1,0 +1,155 @@
+"""The in-sandbox supervisor: sets the sandbox up once, then serves requests from the host.
+
+Started by the host (through bwrap, or directly in Landlock/none mode) with the protocol on
+stdin/stdout. It forks one child per command, so a command in a warm sandbox costs a fork
+and an exec. It never runs agent code itself; every child is limited and filtered.
+"""
+
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+from typing import Any
+
+import fsops
+import native
+import proc
+import wire
+
+MEMORY_MARKS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
+FORK_MARKS = (b"fork: Resource temporarily unavailable", b"fork: retry", b"can't fork", b"Cannot fork")
+RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC,
+           "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE}
+
+
+class Supervisor:
+    def __init__(self, init: dict[str, Any], bpf: bytes):
+        self.init = init
+        self.cpu_s: int = init["cpu_s"]
+        self.folders = fsops.Folders(init["folders"])
+        self.template_fd: int | None = None
+        if init["mode"] == "bwrap":
+            self._enter_own_namespaces()
+        else:
+            native.prctl(native.PR_SET_CHILD_SUBREAPER, 1)  # orphans come back to us, to be killed
+        troot = init.get("template_root")
+        if troot and os.path.isdir(troot):
+            self.template_fd = os.open(troot, os.O_DIRECTORY | os.O_RDONLY)  # still usable once hidden
+        self.folders.build()
+        landlock = init.get("landlock")
+        self.jail = proc.Jail(
+            rlimits=[(RLIMITS[k], s, h) for k, s, h in init["rlimits"]],
+            output_bytes=init["output_bytes"],
+            kill=init["kill"],
+            seccomp=native.SeccompProgram(bpf) if bpf else None,
+            landlock_fd=native.landlock_ruleset(landlock["read"], landlock["write"]) if landlock else None,
+        )
+        native.prctl(native.PR_SET_DUMPABLE, 0)  # not ptrace-able, even by a same-uid process
+
+    def _enter_own_namespaces(self) -> None:
+        """bwrap gave us no capabilities; a user namespace of our own gives mount rights over our
+        own mount namespace only (for the overlays). Children lose them at exec (non-root uid)."""
+        uid, gid = os.getuid(), os.getgid()
+        native.unshare(native.CLONE_NEWUSER | native.CLONE_NEWNS)
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+    def handle(self, req: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
+        op = req["op"]
+        if op == "exec":
+            return self.exec(req, blob)
+        if op == "write":
+            self.folders.write(req["path"], blob, req.get("mode", 0o644))
+            return {"ok": True}, b""
+        if op == "read":
+            return {"ok": True}, self.folders.read(req["path"], req["limit"])
+        if op == "list":
+            return {"entries": self.folders.listdir(req["path"], req.get("recursive", False))}, b""
+        if op == "reset":
+            start = time.monotonic()
+            proc.kill_leftovers(self.jail)
+            self.folders.reset(req.get("template"), "template" in req)
+            return {"ok": True, "overlay": self.folders.overlay, "reset_s": time.monotonic() - start}, b""
+        if op == "copy_in":
+            self.copy_in(req["key"], req["dest"])
+            return {"ok": True}, b""
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}, b""
+        raise ValueError(f"unknown op {op!r}")
+
+    def exec(self, req: dict[str, Any], stdin: bytes) -> tuple[dict[str, Any], bytes]:
+        meta, out, err = proc.run(self.jail, req["argv"], req["env"], req["cwd"],
+                                  stdin if req.get("stdin") else None, req["timeout"])
+        meta["limit"] = self._limit(meta, err)
+        meta["stdout_len"] = len(out)
+        return meta, out + err
+
+    def _limit(self, m: dict[str, Any], err: bytes) -> str | None:
+        """Which limit stopped the command, from how it ended (the host adds cgroup evidence)."""
+        code = m["exit_code"]
+        if m["timed_out"]:
+            return "wall_time"
+        # A shell reports a child killed by signal N as exit code 128+N, with a message.
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or b"CPU time limit exceeded" in err or (
+                code == -signal.SIGKILL and m["cpu_s"] >= self.cpu_s - 0.05):
+            return "cpu"
+        if code in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ) or (code != 0 and (
+                b"File too large" in err or b"File size limit exceeded" in err)):
+            return "file_size"
+        if m["stdout_truncated"] or m["stderr_truncated"]:
+            return "output"
+        if code != 0 and any(mark in err for mark in MEMORY_MARKS):
+            return "memory"
+        if self.folders.disk_full():
+            return "disk"
+        if any(mark in err for mark in FORK_MARKS):
+            return "processes"
+        return None
+
+    def copy_in(self, key: str, dest: str) -> None:
+        if self.template_fd is None or "/" in key or key.startswith("."):
+            raise FileNotFoundError(2, "no staged folder", key)
+        self.folders._root_of(dest, write=True)
+        src = f"/proc/self/fd/{self.template_fd}/{key}" if self.init["mode"] == "bwrap" else (
+            f"{self.init['template_root']}/{key}")
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main() -> None:
+    # The protocol moves to private fds; 0/1 become /dev/null so nothing else can write frames.
+    rfd, wfd = os.dup(0), os.dup(1)
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    inp, out = os.fdopen(rfd, "rb", buffering=1 << 16), os.fdopen(wfd, "wb", buffering=1 << 16)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    first = wire.recv(inp)
+    if first is None:
+        return
+    try:
+        sup = Supervisor(*first)
+    except Exception as exc:
+        wire.send(out, {"error": f"sandbox set-up failed: {exc}"})
+        return
+    wire.send(out, {"ok": True, "pid": os.getpid(), "overlay": sup.folders.overlay})
+    while (msg := wire.recv(inp)) is not None:
+        try:
+            meta, blob = sup.handle(*msg)
+        except OSError as exc:
+            meta, blob = {"error": exc.strerror or str(exc), "errno": exc.errno or 0}, b""
+        except Exception as exc:
+            meta, blob = {"error": f"{type(exc).__name__}: {exc}", "errno": 0}, b""
+        wire.send(out, meta, blob)
+    proc.kill_leftovers(sup.jail)  # the host hung up: nothing of this sandbox may outlive it
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Framing between the host and the in-sandbox supervisor: a JSON header plus raw bytes.
+
+A frame is `!II` (header length, blob length), the UTF-8 JSON header, then the blob, so
+file contents and command output travel as bytes without base64.
+"""
+
+import json
+import struct
+from typing import Any, BinaryIO
+
+_HEAD = struct.Struct("!II")
+MAX_HEADER = 16 << 20
+
+
+def send(out: BinaryIO, meta: dict[str, Any], blob: bytes = b"") -> None:
+    header = json.dumps(meta, separators=(",", ":")).encode()
+    out.write(_HEAD.pack(len(header), len(blob)) + header + blob)
+    out.flush()
+
+
+def recv(inp: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
+    """The next frame, or None when the other side has gone (EOF)."""
+    head = _read_exact(inp, _HEAD.size)
+    if head is None:
+        return None
+    hlen, blen = _HEAD.unpack(head)
+    if hlen > MAX_HEADER:
+        raise ValueError(f"frame header of {hlen} bytes")
+    header = _read_exact(inp, hlen)
+    blob = _read_exact(inp, blen) if blen else b""
+    if header is None or blob is None:
+        return None
+    return json.loads(header), blob
+
+
+def _read_exact(inp: BinaryIO, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = inp.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,36 @@
+"""What a command run in a sandbox returns."""
+
+from dataclasses import dataclass
+from typing import Literal
+
+LimitName = Literal["wall_time", "cpu", "memory", "processes", "file_size", "output", "disk"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """exit_code is the process's status (negative: killed by that signal), as in subprocess."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    duration_s: float
+    limit: LimitName | None = None  # the limit that stopped or cut the command, if any
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    cpu_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.limit is None
+
+    @property
+    def text(self) -> str:
+        """stdout decoded (invalid bytes replaced), for agents that read observations as text."""
+        return self.stdout.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the folder listed
+    type: Literal["file", "dir", "symlink"]
+    size: int
