@@ -19,6 +19,7 @@ class FailureKind(StrEnum):
     HARNESS_TIMEOUT = "harness_timeout"
     WORKER_ERROR = "worker_error"
     ENGINE_ERROR = "engine_error"
+    VERIFIER_ERROR = "verifier_error"  # the verifier itself broke (wrote no reward, crashed)
 
 
 @dataclass

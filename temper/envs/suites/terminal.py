@@ -1,0 +1,115 @@
+"""`terminal` (the shipped tasks) and `terminal:path=DIR` (every task folder under DIR).
+
+The agent works in /app with the shell and file tools; when it submits, tests/ is uploaded to
+/tests and tests/test.sh runs in the same workspace, writing /logs/verifier/reward.txt (a number)
+or reward.json (components; its `reward` key, else their mean, is the value).
+"""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from temper.envs.env import EpisodeLimits, StepResult, timed_verify
+from temper.envs.registry import register_suite
+from temper.envs.reward import Reward
+from temper.envs.sandbox_env import SandboxEnv
+from temper.envs.sandboxes import call
+from temper.envs.suite import ListSuite
+from temper.envs.task import Task, content_hash
+from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
+from temper.errors import TemperError
+from temper.sandbox import Limits
+from temper.trajectory import FailureKind
+
+SHIPPED = Path(__file__).resolve().parent.parent / "tasks" / "terminal"
+BACKGROUND = ("You are working in a Linux sandbox without network access. The task's files are in /app, "
+              "the working directory. Use the tools to inspect and change files and to run commands; "
+              "when the task is done, call submit.")
+
+
+class TerminalEnv(SandboxEnv):
+    tools = ("bash", "python", "read_file", "write_file", "list_files", "submit")
+    background = BACKGROUND
+
+    def __init__(self, task: Task, folder: TaskFolder, pool: Any = None, limits: EpisodeLimits | None = None):
+        sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
+                           wall_time_s=folder.agent_timeout_s)
+        super().__init__(task, pool, limits, folder.workspace(), sb_limits)
+        self.folder = folder
+
+    async def setup(self) -> None:
+        if self.folder.setup_script:
+            r = await self.exec(["bash", "-s"], stdin=self.folder.setup_script, timeout=120, cwd="/app")
+            if not r.ok:
+                raise TemperError(f"task folder {self.folder.path}: environment/setup.sh failed "
+                                  f"(exit {r.exit_code}): {r.stderr.decode(errors='replace')[-300:]}")
+
+    async def step(self, action: str) -> StepResult:
+        reward = await timed_verify(self.verify(), self.limits.verifier_timeout_s + 30)
+        return StepResult(reward=reward, done=True)
+
+    async def verify(self) -> Reward:
+        await call(self.sandbox.upload, self.folder.path / "tests", "/tests")
+        await self.exec("rm -rf /logs/verifier && mkdir -p /logs/verifier")
+        r = await self.exec(["bash", "/tests/test.sh"], timeout=self.limits.verifier_timeout_s, cwd="/app")
+        if r.limit == "wall_time":
+            return Reward.infra(FailureKind.HARNESS_TIMEOUT,
+                                f"tests/test.sh ran past {self.limits.verifier_timeout_s:g}s")
+        info = {"test_exit_code": r.exit_code, "test_output": (r.stdout + r.stderr).decode(errors="replace")[-2000:]}
+        for name in ("reward.txt", "reward.json"):
+            out = await self.exec(["cat", f"/logs/verifier/{name}"])
+            if out.exit_code != 0:
+                continue
+            text = out.stdout.decode(errors="replace").strip()
+            try:
+                reward = Reward(value=float(text)) if name == "reward.txt" else Reward.coerce(json.loads(text))
+            except (ValueError, TypeError):
+                return Reward(failure=FailureKind.VERIFIER_ERROR, info={**info, "error": f"bad {name}: {text[:100]!r}"})
+            reward.info.update(info)
+            return reward
+        return Reward(failure=FailureKind.VERIFIER_ERROR,
+                      info={**info, "error": "tests/test.sh wrote no /logs/verifier/reward.txt or reward.json"})
+
+    async def run_oracle(self) -> Reward:
+        await call(self.sandbox.upload, self.folder.path / "solution", "/solution")
+        r = await self.exec(["bash", "/solution/solve.sh"], timeout=self.folder.agent_timeout_s, cwd="/app")
+        reward = (await self.step("")).reward or Reward()
+        reward.info["oracle_exit_code"] = r.exit_code
+        return reward
+
+
+class TerminalSuite(ListSuite):
+    name = "terminal"
+    domain = "terminal"
+    needs_sandbox = True
+
+    def __init__(self, path: str = "") -> None:
+        super().__init__()
+        self.root = Path(path) if path else SHIPPED
+        self.folders: dict[str, TaskFolder] = {}
+
+    def build(self) -> list[Task]:
+        tasks = []
+        for folder in find_task_folders(self.root):
+            tf = load_task_folder(folder)
+            tags = tuple(dict.fromkeys([*tf.tags, *([tf.category] if tf.category else [])]))
+            task = Task(
+                id=content_hash(tf.digest), suite=self.name, domain=self.domain, prompt=tf.instruction, tags=tags,
+                difficulty=tf.difficulty, oracle=tf.oracle,
+                payload={"path": str(folder), "name": folder.name, "files": tf.files,
+                         "dockerfile_ignored": tf.has_dockerfile},
+            )
+            self.folders[task.payload["path"]] = tf
+            tasks.append(task)
+        return tasks
+
+    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> TerminalEnv:
+        self.tasks()
+        tf = self.folders.get(task.payload["path"]) or load_task_folder(task.payload["path"])
+        limits = replace(limits or EpisodeLimits(), episode_timeout_s=tf.agent_timeout_s,
+                         verifier_timeout_s=tf.verifier_timeout_s)
+        return TerminalEnv(task, tf, pool, limits)
+
+
+register_suite("terminal")(TerminalSuite)

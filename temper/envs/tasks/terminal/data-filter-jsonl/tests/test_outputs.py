@@ -1,0 +1,15 @@
+"""Checks run by tests/test.sh inside the sandbox, after the agent phase."""
+
+import json
+
+
+def test_alerts():
+    got = [json.loads(x) for x in open("/app/alerts.jsonl") if x.strip()]
+    assert [e["id"] for e in got] == [20, 21, 26, 36]
+
+
+if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and callable(_fn):
+            _fn()
+    print("all checks passed")

@@ -1,0 +1,12 @@
+#!/bin/bash
+set -euo pipefail
+cd /app
+python3 - <<'EOF'
+import csv, json
+users = sorted(json.load(open("users.json")), key=lambda u: u["id"])
+with open("users.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["id", "name", "email"])
+    for u in users:
+        w.writerow([u["id"], u["name"], u["email"]])
+EOF

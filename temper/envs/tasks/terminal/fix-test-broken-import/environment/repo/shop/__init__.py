@@ -1,0 +1,5 @@
+"""A tiny shop."""
+
+from shop.cart import Cart
+
+__all__ = ["Cart"]

@@ -1,0 +1,31 @@
+"""Checks run by tests/test.sh inside the sandbox, after the agent phase."""
+
+import subprocess
+import sys
+
+sys.path.insert(0, "/app/repo")
+
+
+def test_repo_tests_pass():
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd="/app/repo",
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:]
+
+
+def test_hidden_cases():
+    from duration import parse_duration
+
+    assert parse_duration("2h") == 7200 and parse_duration("10m5s") == 605
+    for bad in ("", "5x", "h", "5m x"):
+        try:
+            parse_duration(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+
+
+if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and callable(_fn):
+            _fn()
+    print("all checks passed")

@@ -1,0 +1,23 @@
+"""Checks run by tests/test.sh inside the sandbox, after the agent phase."""
+
+REPO = "/app/project"
+
+import subprocess
+
+
+def git(*args):
+    return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_committed():
+    assert git("status", "--porcelain") == ""
+    assert git("log", "-1", "--format=%s") == "Add greeting feature"
+    assert git("rev-list", "--count", "HEAD") == "2"
+    assert set(git("show", "--name-only", "--format=", "HEAD").split()) == {"app.py", "greet.py"}
+
+
+if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and callable(_fn):
+            _fn()
+    print("all checks passed")

@@ -1,0 +1,15 @@
+"""Checks run by tests/test.sh inside the sandbox, after the agent phase."""
+
+from pathlib import Path
+
+
+def test_only_server_port_changed():
+    expected = "[database]\nhost = db.local\nport = 8080\n\n[server]\nhost = 0.0.0.0\nport = 9090\nworkers = 4\n"
+    assert Path("/app/config.ini").read_text() == expected
+
+
+if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and callable(_fn):
+            _fn()
+    print("all checks passed")

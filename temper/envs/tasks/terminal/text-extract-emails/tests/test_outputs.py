@@ -1,0 +1,15 @@
+"""Checks run by tests/test.sh inside the sandbox, after the agent phase."""
+
+from pathlib import Path
+
+
+def test_emails():
+    got = Path("/app/emails.txt").read_text().split()
+    assert got == ["alice@example.com", "bob@example.org", "carol.smith@mail.co.uk", "dave_99@test-domain.io"]
+
+
+if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and callable(_fn):
+            _fn()
+    print("all checks passed")

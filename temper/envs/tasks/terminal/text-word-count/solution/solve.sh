@@ -1,0 +1,4 @@
+#!/bin/bash
+set -euo pipefail
+cd /app
+wc -w < input.txt | tr -d ' ' > count.txt

@@ -1,0 +1,14 @@
+"""Checks run by tests/test.sh inside the sandbox, after the agent phase."""
+
+from pathlib import Path
+
+
+def test_count():
+    assert Path("/app/count.txt").read_text().strip() == "17"
+
+
+if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    for _name, _fn in list(globals().items()):
+        if _name.startswith("test_") and callable(_fn):
+            _fn()
+    print("all checks passed")
