@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 # Modules that register commands on `app` (each defines `register(app)`).
-COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft"]
+COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft", "temper.cli.sandbox"]
 
 
 def _version(value: bool) -> None:

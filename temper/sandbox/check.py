@@ -1,0 +1,84 @@
+"""`temper sandbox check`: what isolation and which limits this host actually enforces.
+
+Each line is (feature, in force?, detail). The figures come from starting a real sandbox in
+the mode `isolation` resolves to, not from guesses about the host.
+"""
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from temper.sandbox import bwrap, cgroups, layout, modes, seccomp
+from temper.sandbox.config import SandboxConfig
+from temper.sandbox.errors import SandboxError
+from temper.sandbox.inside import native
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    ok: bool
+    detail: str
+
+
+def check(cfg: SandboxConfig) -> list[Feature]:
+    out: list[Feature] = []
+    b_ok, b_why = bwrap.probe(cfg.uid)
+    exe = bwrap.bwrap_path()
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip() if exe else "absent"
+    out.append(Feature("bubblewrap", b_ok, f"{version}: {b_why}"))
+    s_ok, s_why = seccomp.available()
+    out.append(Feature("seccomp", s_ok, s_why))
+    abi = native.landlock_abi()
+    out.append(Feature("landlock", abi > 0, f"ABI {abi}" if abi else "not available"))
+    root = os.geteuid() == 0
+    out.append(Feature("dedicated uid", root, f"sandboxes run as uid {cfg.uid} (+1.. in Landlock mode)" if root
+                       else f"not root: sandboxes run as this uid ({os.getuid()})"))
+    py = layout.python_env(cfg)
+    has_pytest = py is not None and (py / "bin" / "pytest").exists()
+    out.append(Feature("python env", has_pytest, f"{py} (python3, pytest)" if has_pytest else
+                       "no sandbox Python with pytest (run scripts/setup.sh); system python3 only"))
+    try:
+        mode = modes.resolve(cfg)
+    except SandboxError as exc:
+        out.append(Feature("isolation", False, str(exc)))
+        return out
+    out.append(Feature("isolation", mode != "none", _describe(mode)))
+    out.extend(_live(cfg, mode))
+    return out
+
+
+def _describe(mode: str) -> str:
+    return {
+        "bwrap": "bwrap: user/pid/net/ipc/uts/cgroup/mount namespaces, no capabilities, seccomp",
+        "landlock": "landlock: own uid, Landlock filesystem/TCP/signal rules, seccomp (no namespaces)",
+        "none": modes.NONE_WARNING,
+    }[mode]
+
+
+def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
+    from temper.sandbox.sandbox import Sandbox  # a real sandbox says what is really in force
+
+    version, _ = cgroups.detect() if cfg.cgroups and os.geteuid() == 0 else (None, {})
+    probe = cfg.model_copy(update={"audit": False})
+    with Sandbox(probe) as sb:
+        r = sb.exec(["/bin/true"])
+        ctrls = sb.cgroup_controllers
+        out = [Feature("sandbox starts", r.exit_code == 0, f"{sb.started_s * 1e3:.0f} ms cold start, workspace at "
+                       f"{sb.workdir}")]
+        out.append(Feature("overlay reset", sb.overlay, "kernel overlayfs on tmpfs" if sb.overlay
+                           else "copying fallback (no overlay here)"))
+        disk = mode == "bwrap" or (sb._sup is not None and sb._sup._folder is not None and sb._sup._folder[1])
+    lim = cfg.limits
+    out.append(Feature("rlimits", True, f"cpu {lim.cpu_time_s} s, address space {lim.rlimit_as_bytes and lim.rlimit_as_bytes >> 20} MiB, "
+                       f"processes {lim.processes}, file size {lim.file_size_mb} MiB, open files {lim.open_files}"))
+    out.append(Feature("wall time", True, f"{lim.wall_time_s} s per exec, enforced by the supervisor"))
+    out.append(Feature("output cap", True, f"{lim.output_bytes} bytes per stream, then cut (SIGPIPE)"))
+    for c, what in (("memory", f"{lim.memory_mb} MiB + {lim.disk_mb} MiB tmpfs"), ("pids", f"{lim.processes}"),
+                    ("cpu", f"{lim.cpus} cores")):
+        out.append(Feature(f"cgroup {c}", c in ctrls, f"cgroup {version}: {what}" if c in ctrls
+                           else "not in force (no usable cgroup controller; rlimits only)"))
+    out.append(Feature("disk limit", bool(disk), f"{lim.disk_mb} MiB tmpfs for all writable folders" if disk
+                       else "not bounded in total (no tmpfs without root); file size bounded per file"))
+    return out
