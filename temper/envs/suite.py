@@ -4,6 +4,7 @@ Every suite exposes its reference solutions the same way (`run_oracle`), and a d
 baseline (`run_noop`), so evaluation (`--oracle`) and env QA need no per-suite code.
 """
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
@@ -50,6 +51,18 @@ class Suite(ABC):
         async with self.make_env(task, pool) as env:
             await env.reset()
             return await env.run_noop()
+
+
+    async def run_oracles(self, tasks: list[Task] | None = None, pool: Any = None,
+                          concurrency: int = 4) -> list[Reward]:
+        """`run_oracle` over many tasks (default: all), a few at a time; suites may batch it."""
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(task: Task) -> Reward:
+            async with sem:
+                return await self.run_oracle(task, pool)
+
+        return list(await asyncio.gather(*(one(t) for t in (self.tasks() if tasks is None else tasks))))
 
 
 class ListSuite(Suite):
