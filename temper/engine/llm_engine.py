@@ -44,6 +44,8 @@ class LLMEngine:
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
         self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)
         num_blocks = config.kv_budget_bytes // (self.kv_bytes_per_token * config.block_size)
+        # Never more than a full batch of full-length sequences can use (small models, big budgets).
+        num_blocks = min(num_blocks, config.max_num_seqs * -(-self.max_model_len // config.block_size) + 1)
         if num_blocks < 1:
             raise TemperError(f"engine.kv_budget_bytes={config.kv_budget_bytes} holds no block of "
                               f"{config.block_size} tokens ({self.kv_bytes_per_token} bytes/token)")
@@ -168,19 +170,22 @@ class LLMEngine:
                 seq.num_computed += item.num_tokens
                 self.blocks.publish(seq)
                 continue
-            accepted = 0
-            for j in range(count):
-                tok = tokens[first + j]
-                self._append(seq, tok, logprobs[first + j], tops[first + j])
-                if seq.finished or j == len(item.drafts) or item.drafts[j] != tok:
-                    break
+            row = tokens[first:first + count]
+            accepted = 0  # leading drafts that equal the target's own choice
+            while accepted < len(item.drafts) and item.drafts[accepted] == row[accepted]:
                 accepted += 1
             self.stats["draft_tokens"] += len(item.drafts)
             self.stats["accepted_tokens"] += accepted
-            seq.num_computed = len(seq) - 1
+            # KV of the fed tokens up to the last accepted draft is valid: publish it before the
+            # sample can finish (and free its blocks), so that identical prompts reuse it.
+            seq.num_computed += item.num_tokens - len(item.drafts) + accepted
+            self.blocks.publish(seq)
+            for j in range(accepted + 1):
+                self._append(seq, row[j], logprobs[first + j], tops[first + j])
+                if seq.finished:
+                    break
             if not seq.finished:
                 self.blocks.trim(seq, len(seq))
-                self.blocks.publish(seq)
 
     def _append(self, seq: Sequence, token: int, logprob: float, top: dict[int, float] | None) -> None:
         seq.append(token, logprob, self.version, top)

@@ -3,8 +3,8 @@
 Logprobs are log_softmax(logits / temperature) of the sampled token (temperature 0: plain
 log_softmax), taken before penalties and before top-k/top-p/min-p truncation: that is the
 distribution the trainer recomputes from the same weights. Sampling itself then applies
-penalties and truncation. Each sample draws from its own seeded generator, so results do
-not depend on batch composition, preemption or timing.
+penalties and truncation, and draws by inverse CDF with one uniform from the sample's own
+seeded generator, so results do not depend on batch composition, preemption or timing.
 """
 
 import torch
@@ -46,40 +46,49 @@ def truncate(logits: torch.Tensor, top_k: int, top_p: float, min_p: float) -> to
 class Sampler:
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float], list]:
         """logits [R, V] (one row per seq entry) -> tokens, their logprobs, top alternatives (or None)."""
-        logits = logits.float()
-        temps = torch.tensor([s.params.temperature or 1.0 for s in seqs], dtype=logits.dtype)
-        logprobs = torch.log_softmax(logits / temps[:, None], dim=-1)
-        greedy_rows = [i for i, s in enumerate(seqs) if s.params.greedy and not _penalized(s)]
+        temps = torch.tensor([s.params.temperature or 1.0 for s in seqs], dtype=torch.float32)
+        scaled = logits.float() / temps[:, None]
+        lse = torch.logsumexp(scaled, dim=-1, keepdim=True)
         tokens = [0] * len(seqs)
-        if greedy_rows:
-            picks = logits[greedy_rows].argmax(-1).tolist()
-            for i, t in zip(greedy_rows, picks, strict=True):
+        greedy = [i for i, s in enumerate(seqs) if s.params.greedy and not _penalized(s)]
+        if greedy:
+            for i, t in zip(greedy, scaled[greedy].argmax(-1).tolist(), strict=True):
                 tokens[i] = t
-        greedy_set = set(greedy_rows)
-        for i, seq in enumerate(seqs):
-            if i in greedy_set:
-                continue
-            p = seq.params
-            row = apply_penalties(logits[i].clone(), seq)
+        # Plain sampling (no penalty, no truncation) shares the softmax already computed above.
+        plain = [i for i, s in enumerate(seqs) if not s.params.greedy and _plain(s)]
+        if plain:
+            cdf = torch.exp(scaled[plain] - lse[plain]).double().cumsum_(-1)
+            u = torch.cat([torch.rand(1, generator=seqs[i].generator, dtype=torch.float64) for i in plain])
+            picks = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=cdf.shape[-1] - 1)
+            for i, t in zip(plain, picks[:, 0].tolist(), strict=True):
+                tokens[i] = t
+        for i in set(range(len(seqs))) - set(greedy) - set(plain):
+            seq, p = seqs[i], seqs[i].params
+            row = apply_penalties(logits[i].float().clone(), seq)
             if p.greedy:
                 tokens[i] = int(row.argmax())
                 continue
-            row = truncate(row / p.temperature, p.top_k, p.top_p, p.min_p)
-            probs = row.softmax(-1)
-            # Exponential race (Gumbel-max): argmax p / E with E ~ Exp(1) samples from p.
-            noise = torch.empty_like(probs).exponential_(generator=seq.generator)
-            tokens[i] = int((probs / noise).argmax())
+            probs = truncate(row / p.temperature, p.top_k, p.top_p, p.min_p).softmax(-1)
+            cdf = probs.double().cumsum_(-1)
+            u = torch.rand(1, generator=seq.generator, dtype=torch.float64)
+            tokens[i] = min(int(torch.searchsorted(cdf, u * cdf[-1])), cdf.shape[-1] - 1)
         idx = torch.tensor(tokens, dtype=torch.long)
-        chosen = logprobs.gather(1, idx[:, None])[:, 0].tolist()
+        chosen = (scaled.gather(1, idx[:, None]) - lse)[:, 0].tolist()
         tops: list = [None] * len(seqs)
         k = max((s.params.logprobs for s in seqs), default=0)
         if k:
-            vals, ids = torch.topk(logprobs, k, dim=-1)
+            vals, ids = torch.topk(scaled, k, dim=-1)
+            vals -= lse
             for i, seq in enumerate(seqs):
                 n = seq.params.logprobs
                 if n:
                     tops[i] = dict(zip(ids[i, :n].tolist(), vals[i, :n].tolist(), strict=True))
         return tokens, chosen, tops
+
+
+def _plain(seq: Sequence) -> bool:
+    p = seq.params
+    return not _penalized(seq) and p.top_k == 0 and p.top_p == 1.0 and p.min_p == 0.0
 
 
 def _penalized(seq: Sequence) -> bool:

@@ -1,0 +1,90 @@
+"""The asyncio face of the engine, for agent loops driving many concurrent conversations.
+
+One background thread runs `LLMEngine.step()` while there is work (torch releases the GIL
+in its kernels, so the event loop stays responsive); every new token and every finished
+sample is handed to the asking coroutine through its own queue.
+
+    engine = AsyncEngine(LLMEngine(model, tokenizer))
+    completion = await engine.generate(token_ids, SamplingParams(temperature=1.0))
+    async for item in engine.stream(token_ids, params):  # TokenEvent ..., then Completion(s)
+        ...
+"""
+
+import asyncio
+import itertools
+import threading
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+import torch
+
+from temper.engine.llm_engine import LLMEngine
+from temper.engine.outputs import Completion, TokenEvent
+from temper.engine.sampling_params import SamplingParams
+
+
+class AsyncEngine:
+    def __init__(self, engine: LLMEngine):
+        self.engine = engine
+        self._wake = threading.Event()
+        self._closed = False
+        self._ids = itertools.count()
+        self._thread = threading.Thread(target=self._loop, name="temper-engine", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            while not self._closed and self.engine.has_unfinished():
+                self.engine.step()
+
+    async def stream(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
+                     request_id: str | None = None) -> AsyncIterator[TokenEvent | Completion]:
+        """Yield each new token as a TokenEvent, then each sample's Completion (n of them).
+        A bad request raises RequestError here, before anything runs; others are unaffected."""
+        params = params or SamplingParams()
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[TokenEvent | Completion] = asyncio.Queue()
+
+        def put(item: TokenEvent | Completion) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        rid = request_id or f"async-{next(self._ids)}"
+        self.engine.add_request(prompt, params, rid, on_token=put, on_finish=put)
+        self._wake.set()
+        remaining = params.n
+        try:
+            while remaining:
+                item = await queue.get()
+                if isinstance(item, Completion):
+                    remaining -= 1
+                yield item
+        finally:
+            if remaining:  # the consumer went away: stop generating for it
+                self.engine.abort(rid)
+
+    async def generate_n(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
+                         request_id: str | None = None) -> list[Completion]:
+        done = [item async for item in self.stream(prompt, params, request_id) if isinstance(item, Completion)]
+        return sorted(done, key=lambda c: c.index)
+
+    async def generate(self, token_ids: Sequence[int], params: SamplingParams | None = None,
+                       request_id: str | None = None) -> Completion:
+        """The `GenerationClient` call: one sample for one token-id prompt."""
+        params = params or SamplingParams()
+        if params.n != 1:
+            raise ValueError("generate() returns one sample; use generate_n() for n > 1")
+        return (await self.generate_n(token_ids, params, request_id))[0]
+
+    async def abort(self, request_id: str) -> list[Completion]:
+        """Stop a request; its samples finish with 'abort' and their partial tokens."""
+        return await asyncio.to_thread(self.engine.abort, request_id)
+
+    async def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """New weights between two steps (the engine lock orders it against the running loop)."""
+        await asyncio.to_thread(self.engine.load_weights, state_dict, version)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        self._thread.join(timeout=5)
