@@ -4,10 +4,12 @@
     completions = engine.generate(prompts, SamplingParams(temperature=1.0, n=8))
 """
 
+from temper.engine.async_engine import AsyncEngine
 from temper.engine.config import EngineConfig, SpeculativeConfig
 from temper.engine.llm_engine import LLMEngine
 from temper.engine.outputs import Completion, TokenEvent
+from temper.engine.protocol import GenerationClient
 from temper.engine.sampling_params import RequestError, SamplingParams
 
-__all__ = ["Completion", "EngineConfig", "LLMEngine", "RequestError", "SamplingParams", "SpeculativeConfig",
-           "TokenEvent"]
+__all__ = ["AsyncEngine", "Completion", "EngineConfig", "GenerationClient", "LLMEngine", "RequestError",
+           "SamplingParams", "SpeculativeConfig", "TokenEvent"]
