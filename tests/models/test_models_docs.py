@@ -1,7 +1,6 @@
 """Every example in docs/models.md runs as written (Python blocks, commands, and the console
 transcripts, whose printed lines must match)."""
 
-import json
 import os
 import re
 import shlex
@@ -10,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from temper.cli.main import app
 
 pytestmark = pytest.mark.slow
 
@@ -29,28 +31,28 @@ def _temper(command: str) -> tuple[dict[str, str], list[str]]:
     return env, [sys.executable, "-m", "temper", *words[1:]]
 
 
-def test_python_examples_run(tmp_path):
+def test_python_examples_run(tmp_path, monkeypatch, capsys):
     blocks = [code for lang, code in BLOCKS if lang == "python"]
     assert len(blocks) >= 4
-    # One interpreter for all blocks (each in a fresh namespace), in a scratch folder for outputs.
-    runner = ("import json, sys\n"
-              "for code in json.load(sys.stdin):\n    exec(compile(code, 'docs/models.md', 'exec'), {})")
-    proc = subprocess.run([sys.executable, "-c", runner], input=json.dumps(blocks), capture_output=True, text=True,
-                          cwd=tmp_path, timeout=280, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "LlamaForCausalLM 30" in proc.stdout and "<|im_start|>assistant" in proc.stdout
+    monkeypatch.chdir(tmp_path)  # the examples write under out/
+    for code in blocks:  # in this process (imports and the model cache are warm), each in a fresh namespace
+        exec(compile(code, "docs/models.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "LlamaForCausalLM 30" in out and "<|im_start|>assistant" in out
 
 
 def test_commands_run():
+    """The `temper generate` examples, run in this process through the CLI app (the README test
+    covers the real `temper` executable)."""
     commands = [line for lang, code in BLOCKS if lang == "bash" for line in code.splitlines() if line.strip()]
     assert len(commands) >= 3
     outputs = []
     for command in commands:
-        env, argv = _temper(command)
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=240, env={**os.environ, **env})
-        assert proc.returncode == 0, (command, proc.stderr)
-        assert proc.stdout.strip(), command
-        outputs.append(proc.stdout)
+        _, argv = _temper(command)
+        result = CliRunner().invoke(app, argv[3:])
+        assert result.exit_code == 0, (command, result.output, result.exception)
+        assert result.stdout.strip(), command
+        outputs.append(result.stdout)
     assert "Paris" in outputs[0]  # the capital-of-France example
 
 
