@@ -55,7 +55,7 @@ class BlockManager:
         bs = self.block_size
         seq.num_computed = 0
         seq.kv_epoch = self.epoch
-        if not self.prefix_caching:
+        if not self.prefix_caching or seq.params.prompt_logprobs:
             return True
         # At least one token must stay pending: its logits give the next token.
         full = (len(seq) - 1) // bs

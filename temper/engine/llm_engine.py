@@ -160,11 +160,18 @@ class LLMEngine:
         return drafts
 
     def _postprocess(self, batch: list[Scheduled], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
-        rows: list[Sequence] = []
-        for item, (_, count) in zip(batch, spans, strict=True):
-            rows.extend([item.seq] * count)
-        tokens, logprobs, tops = self.sampler(logits, rows) if rows else ([], [], [])
+        rows: list[int] = []
+        seqs: list[Sequence] = []
+        sample_spans = []
         for item, (first, count) in zip(batch, spans, strict=True):
+            k = 1 + len(item.drafts) if item.completes else 0
+            if count > k:
+                self._score_prompt(item.seq, logits[first:first + count - k])
+            sample_spans.append((len(rows), k))
+            rows.extend(range(first + count - k, first + count))
+            seqs.extend([item.seq] * k)
+        tokens, logprobs, tops = self.sampler(logits[rows], seqs) if rows else ([], [], [])
+        for item, (first, count) in zip(batch, sample_spans, strict=True):
             seq = item.seq
             if not count:
                 seq.num_computed += item.num_tokens
@@ -186,6 +193,20 @@ class LLMEngine:
                     break
             if not seq.finished:
                 self.blocks.trim(seq, len(seq))
+
+    def _score_prompt(self, seq: Sequence, logits: torch.Tensor) -> None:
+        """Rows of a prompt chunk: row j predicts prompt token num_computed + j + 1."""
+        lp = torch.log_softmax(logits.float(), dim=-1)
+        start = seq.num_computed
+        targets = seq.token_ids[start + 1:start + 1 + lp.shape[0]]
+        chosen = lp[torch.arange(len(targets)), torch.tensor(targets, dtype=torch.long)].tolist()
+        k = seq.params.logprobs
+        top_vals, top_ids = torch.topk(lp, k, dim=-1) if k else (None, None)
+        for j, value in enumerate(chosen):
+            if start + j + 1 == len(seq.prompt_logprobs) < seq.num_prompt_tokens:
+                seq.prompt_logprobs.append(value)
+                seq.prompt_top_logprobs.append(
+                    dict(zip(top_ids[j].tolist(), top_vals[j].tolist(), strict=True)) if k else None)
 
     def _append(self, seq: Sequence, token: int, logprob: float, top: dict[int, float] | None) -> None:
         seq.append(token, logprob, self.version, top)

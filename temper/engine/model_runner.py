@@ -25,7 +25,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def run(self, batch: list[Scheduled]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-        """Returns logits [R, V] and, per scheduled entry (in `batch` order), its (first row, count) in them."""
+        """Returns logits [R, V] and, per scheduled entry (in `batch` order), its (first row, count) in them:
+        the last rows of an entry that completes its pending tokens sample; rows before them score the prompt."""
         bs = self.block_size
         order = sorted(range(len(batch)), key=lambda i: batch[i].num_tokens != 1)  # decodes first
         ids: list[int] = []
@@ -50,10 +51,9 @@ class ModelRunner:
                 decode_lens.append(start + 1)
             else:
                 segments.append(Segment(row, start, n, torch.tensor(table[:nblocks], dtype=torch.long)))
-            if item.completes:
-                k = 1 + len(item.drafts)
-                spans[i] = (len(logit_rows), k)
-                logit_rows.extend(range(row + n - k, row + n))
+            k = n if item.all_logits else (1 + len(item.drafts)) if item.completes else 0
+            spans[i] = (len(logit_rows), k)
+            logit_rows.extend(range(row + n - k, row + n))
         pos = torch.tensor(positions, dtype=torch.long)
         meta = StepMeta(write_blocks=torch.tensor(write_blocks, dtype=torch.long), write_offsets=pos % bs,
                         num_decode=len(decode_tables), segments=segments)

@@ -21,6 +21,8 @@ class Completion:
     stop_reason: str | int | None = None  # the stop string or token id that ended it
     error: str | None = None
     num_cached_prompt_tokens: int = 0
+    prompt_logprobs: list[float | None] | None = None  # with SamplingParams.prompt_logprobs
+    prompt_top_logprobs: list[dict[int, float] | None] | None = None
 
     @property
     def version(self) -> int | None:

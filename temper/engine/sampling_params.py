@@ -26,6 +26,9 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: int = 0  # top alternatives per token besides the sampled one (0 = only the sampled)
     skip_special_tokens: bool = True
+    # Also score the prompt: log p(prompt[i] | prompt[:i]) under plain softmax (temperature 1),
+    # e.g. reference-model logprobs. Such a request computes its whole prompt (no prefix cache).
+    prompt_logprobs: bool = False
 
     @property
     def greedy(self) -> bool:

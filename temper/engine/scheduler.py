@@ -27,6 +27,11 @@ class Scheduled:
         """True when this step computes the sequence's last pending token (so it samples)."""
         return self.seq.num_computed + self.num_tokens == len(self.seq) + len(self.drafts)
 
+    @property
+    def all_logits(self) -> bool:
+        """Logits for every fed token: the request scores its prompt."""
+        return self.seq.params.prompt_logprobs and len(self.seq.prompt_logprobs) < self.seq.num_prompt_tokens
+
 
 class Scheduler:
     def __init__(self, config: EngineConfig, blocks: BlockManager):

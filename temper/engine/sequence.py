@@ -40,6 +40,8 @@ class Sequence:
         self.logprobs: list[float] = []
         self.top_logprobs: list[dict[int, float]] = []
         self.versions: list[int] = []
+        self.prompt_logprobs: list[float | None] = [None]  # the first prompt token has no context
+        self.prompt_top_logprobs: list[dict[int, float] | None] = [None]
         self.text = ""
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
@@ -81,4 +83,7 @@ class Sequence:
             top_logprobs=list(self.top_logprobs), versions=list(self.versions),
             finish_reason=self.finish_reason, stop_reason=self.stop_reason, error=self.error,
             num_cached_prompt_tokens=self.num_cached_prompt_tokens,
+            prompt_logprobs=self.prompt_logprobs if self.params.prompt_logprobs else None,
+            prompt_top_logprobs=self.prompt_top_logprobs if self.params.prompt_logprobs and self.params.logprobs
+            else None,
         )

@@ -153,3 +153,16 @@ def test_bad_requests_fail_alone(model):
     assert "vocabulary" in outs[3].error
     assert "top_p" in outs[4].error
     assert len(outs[0].token_ids) == 5
+
+
+def test_prompt_logprobs_score_the_prompt(model):
+    prompt = random_prompts([45], 512, seed=11)[0]
+    engine = engine_for(model, max_num_batched_tokens=16)  # scored over three chunks
+    c = engine.generate([prompt, prompt], SamplingParams(temperature=0, max_tokens=2, prompt_logprobs=True,
+                                                         logprobs=1))[1]
+    with torch.inference_mode():
+        lp = torch.log_softmax(model.logits(torch.tensor(prompt)[None])[0].float(), -1)
+    ref = [float(lp[i - 1, prompt[i]]) for i in range(1, len(prompt))]
+    assert c.prompt_logprobs[0] is None and len(c.prompt_logprobs) == len(prompt)
+    assert max(abs(a - b) for a, b in zip(c.prompt_logprobs[1:], ref, strict=True)) < 1e-4
+    assert [next(iter(t)) for t in c.prompt_top_logprobs[1:]] == lp[:-1].argmax(-1).tolist()
