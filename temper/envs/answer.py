@@ -9,11 +9,15 @@ ANSWER_FORMAT = "Give your final answer inside <answer></answer> tags, e.g. <ans
 
 
 def extract_answer(text: str) -> str | None:
-    """The answer the text commits to, or None when it has no recognisable final answer."""
+    """The answer the text commits to, or None when it has no recognisable final answer. A bare
+    one-line text (as given to the submit tool) is taken as the answer itself."""
     if m := _ANSWER.findall(text):
         return m[-1].strip()
     if m := _BOXED.findall(text):
         return m[-1].strip()
+    bare = text.strip()
+    if bare and "\n" not in bare and len(bare) <= 200 and "<" not in bare:
+        return bare
     return None
 
 

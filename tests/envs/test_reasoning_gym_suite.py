@@ -20,9 +20,10 @@ def test_oracle_scores_one_and_wrong_answers_do_not(name: str) -> None:
         env = suite.make_env(t)
         wrong = asyncio.run(env.step("<answer>definitely not it 0</answer>")).reward
         assert wrong.value < 1.0 and wrong.components["format"] == 1.0
-        no_tags = asyncio.run(env.step(t.oracle)).reward  # right answer, wrong form
-        assert no_tags.components["format"] == 0.0
-        assert env.validate(t.oracle) is not None and env.validate(f"<answer>{t.oracle}</answer>") is None
+        rambling = f"Let me think.\nI believe it is {t.oracle}\nor maybe not."
+        assert asyncio.run(env.step(rambling)).reward.components["format"] == 0.0  # no committed answer
+        assert env.validate(rambling) is not None and env.validate(f"<answer>{t.oracle}</answer>") is None
+        assert asyncio.run(env.step(t.oracle)).reward.value == 1.0  # a bare answer, as the submit tool gives
 
 
 def test_same_seed_same_tasks_other_seed_other_tasks() -> None:

@@ -1,0 +1,75 @@
+"""What an episode produced: trajectories (one per context window), reward, and per-turn records."""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from temper.agent.context import ContextConfig
+from temper.envs.reward import Reward
+from temper.envs.task import Task
+from temper.trajectory import FailureKind, Trajectory
+
+
+@dataclass
+class AgentConfig:
+    system_prompt: str | None = None  # None: the default agent prompt (temper.agent.context.SYSTEM_PROMPT)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    tool_timeout_s: float = 60.0
+    max_answer_retries: int = 2  # a final answer in the wrong form is retried with the env's hint
+    max_consecutive_errors: int = 3  # failing turns in a row before a fallback hint; twice that ends the episode
+    context: ContextConfig = field(default_factory=ContextConfig)
+
+
+@dataclass
+class ToolRecord:
+    name: str
+    arguments: dict[str, Any]
+    output: str  # trimmed for the record
+    error: bool
+    duration_s: float
+
+
+@dataclass
+class TurnRecord:
+    index: int
+    window: int  # which context window (trajectory segment) the turn is in
+    generate_s: float
+    tools_s: float
+    model_tokens: int
+    observation_tokens: int
+    finish_reason: str | None
+    tool_calls: list[ToolRecord] = field(default_factory=list)
+
+
+class InfraFailure(Exception):
+    """The harness failed (sandbox crash, engine error, timeout): the episode carries no reward."""
+
+    def __init__(self, kind: FailureKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class EpisodeResult:
+    task: Task
+    trajectories: list[Trajectory]
+    reward: Reward
+    turns: list[TurnRecord]
+    messages: list[dict[str, Any]]  # the last context window's conversation, as rendered
+    answer: str = ""
+
+    @property
+    def failure(self) -> FailureKind | None:
+        return self.reward.failure
+
+    @property
+    def trajectory(self) -> Trajectory:
+        """The episode's trajectory when it fit one context window (the usual case)."""
+        if len(self.trajectories) != 1:
+            raise ValueError(f"episode of {self.task.id} spans {len(self.trajectories)} context windows; "
+                             "use .trajectories")
+        return self.trajectories[0]
+
+    def turn_dicts(self) -> list[dict[str, Any]]:
+        return [asdict(t) for t in self.turns]

@@ -1,0 +1,126 @@
+"""The built-in tools. All but `submit` act on the episode's sandbox; the workspace is the
+working directory, so relative paths are in /app for terminal tasks."""
+
+import asyncio
+from typing import Any
+
+from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
+
+MAX_TIMEOUT_S = 600.0
+
+
+def format_exec(r: Any) -> str:
+    out = r.stdout.decode(errors="replace")
+    err = r.stderr.decode(errors="replace")
+    head = f"exit code {r.exit_code}"
+    if r.limit:
+        head += f" (stopped: {r.limit.replace('_', ' ')} limit)"
+    parts = [head]
+    if out:
+        parts.append(out.rstrip("\n"))
+    if err:
+        parts.append("[stderr]\n" + err.rstrip("\n"))
+    return "\n".join(parts)
+
+
+async def _exec(ctx: ToolContext, cmd: Any, stdin: str | None, timeout: float) -> str:
+    sb = ctx.sandbox
+    timeout = max(1.0, min(float(timeout), MAX_TIMEOUT_S))
+    return format_exec(await asyncio.to_thread(sb.exec, cmd, stdin=stdin, timeout=timeout))
+
+
+@tool
+async def bash(ctx: ToolContext, command: str, timeout: float = 60) -> str:
+    """Run a bash command in the sandbox and return its exit code, stdout and stderr.
+
+    Args:
+        command: the command line, run with bash -c in the working directory
+        timeout: seconds before the command is killed
+    """
+    return await _exec(ctx, command, None, timeout)
+
+
+@tool
+async def python(ctx: ToolContext, code: str, timeout: float = 60) -> str:
+    """Run a Python 3 program in the sandbox and return its exit code, stdout and stderr. Print what you need to see.
+
+    Args:
+        code: the program's source
+        timeout: seconds before it is killed
+    """
+    return await _exec(ctx, ["python3", "-"], code, timeout)
+
+
+@tool
+async def read_file(ctx: ToolContext, path: str) -> str:
+    """Read a text file from the sandbox.
+
+    Args:
+        path: a path relative to the working directory, or absolute
+    """
+    try:
+        data = await asyncio.to_thread(ctx.sandbox.read_file, path)
+    except ToolError:
+        raise
+    except Exception as exc:
+        _reraise_crash(exc)
+        raise ToolError(f"cannot read {path}: {exc}") from None
+    return data.decode(errors="replace")
+
+
+@tool
+async def write_file(ctx: ToolContext, path: str, content: str) -> str:
+    """Write (create or replace) a text file in the sandbox; parent folders are created.
+
+    Args:
+        path: a path relative to the working directory, or absolute
+        content: the whole new content of the file
+    """
+    try:
+        await asyncio.to_thread(ctx.sandbox.write_file, path, content)
+    except ToolError:
+        raise
+    except Exception as exc:
+        _reraise_crash(exc)
+        raise ToolError(f"cannot write {path}: {exc}") from None
+    return f"wrote {len(content.encode())} bytes to {path}"
+
+
+@tool
+async def list_files(ctx: ToolContext, path: str = ".", recursive: bool = False) -> str:
+    """List the files in a folder of the sandbox (type, size, path).
+
+    Args:
+        path: the folder, relative to the working directory or absolute
+        recursive: include sub-folders
+    """
+    try:
+        entries = await asyncio.to_thread(ctx.sandbox.list_files, path, recursive)
+    except ToolError:
+        raise
+    except Exception as exc:
+        _reraise_crash(exc)
+        raise ToolError(f"cannot list {path}: {exc}") from None
+    lines = [f"{e.type:7} {e.size:>9} {e.path}" for e in sorted(entries, key=lambda e: e.path)]
+    return "\n".join(lines) or "(empty)"
+
+
+@tool
+def submit(ctx: ToolContext, answer: str = "") -> str:
+    """Finish the task. For tasks with an answer, give it here; for tasks that change files, call it when done.
+
+    Args:
+        answer: the final answer, if the task asks for one
+    """
+    ctx.state["submitted"] = answer
+    return "submitted"
+
+
+def _reraise_crash(exc: Exception) -> None:
+    from temper.envs.sandboxes import is_sandbox_crash
+
+    if is_sandbox_crash(exc):
+        raise exc
+
+
+BUILTIN: dict[str, Tool] = {t.name: t for t in (bash, python, read_file, write_file, list_files, submit)}
