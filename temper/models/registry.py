@@ -83,13 +83,9 @@ def cached_conversion(gguf_path: Path, name: str) -> Path:
     """Convert `gguf_path` into `<home>/models/<name>` unless an up-to-date conversion is there."""
     target = temper_home() / "models" / name
     source = {"source": str(gguf_path.resolve()), "size": gguf_path.stat().st_size, "version": CONVERSION_VERSION}
-    stamp = target / _STAMP
-    if stamp.is_file():
-        try:
-            if json.loads(stamp.read_text()) == source:
-                return target
-        except json.JSONDecodeError:
-            pass
+    if _stamp_matches(target, source):
+        return target
+    if target.exists():
         log.info("rebuilding stale conversion %s", target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write into a temporary folder beside the target and rename it into place: a conversion
@@ -98,20 +94,30 @@ def cached_conversion(gguf_path: Path, name: str) -> Path:
     try:
         convert_gguf(gguf_path, tmp)
         (tmp / _STAMP).write_text(json.dumps(source) + "\n")
-        if target.exists():  # stale, or another process finished first: replace it
+        if _stamp_matches(target, source):  # another process finished first; it may be reading it now
+            shutil.rmtree(tmp, ignore_errors=True)
+            return target
+        if target.exists():  # a stale conversion: move it aside, then replace it
             old = target.with_name(f".old-{name}-{os.getpid()}")
             target.rename(old)
             shutil.rmtree(old, ignore_errors=True)
         tmp.rename(target)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if (target / _STAMP).is_file():  # lost a race to another process: its result is as good
+        if _stamp_matches(target, source):  # lost a race to another process: its result is as good
             return target
         raise TemperError(f"{target}: cannot write the converted model ({exc})") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _stamp_matches(folder: Path, source: dict[str, object]) -> bool:
+    try:
+        return json.loads((folder / _STAMP).read_text()) == source
+    except (OSError, json.JSONDecodeError):
+        return False
 
 
 def convert_gguf(gguf_path: Path, folder: Path) -> None:

@@ -36,3 +36,26 @@ def test_tiny_model_saves_and_loads(tiny_llama, smollm2_tokenizer, tmp_path):
     with torch.no_grad():
         assert torch.equal(model.logits(ids), loaded.model.logits(ids))
     assert loaded.tokenizer.encode("abc 123") == smollm2_tokenizer.encode("abc 123")
+
+
+def test_hub_id_resolves_from_the_local_hf_cache(tiny_llama, smollm2_tokenizer, tmp_path, monkeypatch):
+    """A Hub id already in the Hugging Face cache loads offline, through huggingface_hub."""
+    import huggingface_hub.constants
+
+    snapshot = tmp_path / "hub" / "models--someone--tiny" / "snapshots" / ("0" * 40)
+    save_model(tiny_llama(), smollm2_tokenizer, snapshot)
+    (tmp_path / "hub" / "models--someone--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--tiny" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_model("someone/tiny").path == snapshot
+
+
+def test_bfloat16_load_keeps_rope_in_fp32(tiny_llama, smollm2_tokenizer, tmp_path):
+    folder = save_model(tiny_llama(), smollm2_tokenizer, tmp_path / "m")
+    model = load_model(folder, dtype=torch.bfloat16).model
+    assert model.model.embed_tokens.weight.dtype == torch.bfloat16
+    assert model.model.rotary.inv_freq.dtype == torch.float32
+    assert model.lm_head.weight is model.model.embed_tokens.weight  # still tied
+    with torch.no_grad():
+        assert model.logits(torch.tensor([1, 2, 3])).dtype == torch.bfloat16
