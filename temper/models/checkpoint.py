@@ -97,6 +97,10 @@ def save_checkpoint(model: LlamaForCausalLM, folder: str | Path, extra_config: d
     dtypes = {v.dtype for v in state.values()}
     if len(dtypes) == 1:
         hf["torch_dtype"] = str(next(iter(dtypes))).removeprefix("torch.")
+    if (folder / INDEX).is_file():  # an older sharded save here would shadow the new single file
+        for shard in weight_files(folder):
+            shard.unlink(missing_ok=True)
+        (folder / INDEX).unlink()
     save_file(state, str(folder / SINGLE), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
     generation = {k: getattr(cfg, k) for k in ("bos_token_id", "eos_token_id") if getattr(cfg, k) is not None}

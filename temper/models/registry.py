@@ -69,7 +69,7 @@ def resolve_model(name_or_path: str | Path) -> Path:
             return _convert_user_gguf(ggufs[0])
         raise TemperError(f"{path}: not a model folder (no config.json{'' if ggufs else ' and no .gguf file'})")
     if path.is_file():
-        if path.suffix == ".gguf" or path.read_bytes()[:4] == b"GGUF":
+        if path.suffix == ".gguf" or _magic(path) == b"GGUF":
             return _convert_user_gguf(path)
         if path.name == "config.json":
             return path.parent
@@ -111,6 +111,11 @@ def cached_conversion(gguf_path: Path, name: str) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _magic(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(4)
 
 
 def _stamp_matches(folder: Path, source: dict[str, object]) -> bool:

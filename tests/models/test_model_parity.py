@@ -70,3 +70,14 @@ def test_transformers_sharded_checkpoint_loads(tmp_path):
     ours = load_checkpoint(tmp_path)
     ids = torch.randint(0, BASE["vocab_size"], (1, 50))
     assert _max_diff(hf, ours, ids) < 1e-5
+
+
+def test_saving_over_a_sharded_folder_replaces_it(tmp_path):
+    _reference("qwen2").save_pretrained(tmp_path, max_shard_size="100KB")
+    other = _reference("llama")
+    ours = LlamaForCausalLM(ModelConfig.from_hf(other.config.to_dict())).eval()
+    ours.load_state_dict(other.state_dict(), strict=False)
+    save_model(ours, None, tmp_path)
+    assert not (tmp_path / "model.safetensors.index.json").exists()
+    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == ["model.safetensors"]
+    assert _max_diff(other, load_checkpoint(tmp_path), torch.randint(0, BASE["vocab_size"], (1, 20))) < 1e-5
