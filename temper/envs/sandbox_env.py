@@ -11,13 +11,14 @@ from temper.sandbox import ExecResult, Limits
 
 class SandboxEnv(Environment):
     def __init__(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None,
-                 template: Path | None = None, sandbox_limits: Limits | None = None) -> None:
+                 template: Path | None = None, sandbox_limits: Limits | None = None, sandboxed: bool = True) -> None:
         super().__init__(task, limits)
         self.provider: SandboxProvider = as_provider(pool)
         self.template, self.sandbox_limits = template, sandbox_limits
+        self.sandboxed = sandboxed  # False: the env runs without one (e.g. no tool needs it)
 
     async def reset(self) -> Observation:
-        if self.sandbox is None:
+        if self.sandbox is None and self.sandboxed:
             self.sandbox = await self.provider.acquire(self.template, self.sandbox_limits)
             await self.setup()
         return Observation(self.task.prompt)

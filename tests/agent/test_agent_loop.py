@@ -43,7 +43,7 @@ def test_terminal_episode_survives_malformed_calls_and_records_tokens(scripted, 
     spans.append(cur)
     assert len(spans) == 6
     for k, (span, text) in enumerate(zip(spans, TERMINAL_TURNS, strict=True)):
-        assert [tr.token_ids[i] for i in span] == tok.encode(text) + [tok.token_to_id("<|im_end|>")]
+        assert [tr.token_ids[i] for i in span] == [*tok.encode(text), tok.token_to_id("<|im_end|>")]
         assert {tr.versions[i] for i in span} == {3 + k + 1} and {tr.logprobs[i] for i in span} == {-0.5}
     assert all(v == -1 and lp == 0.0 for v, lp, m in zip(tr.versions, tr.logprobs, tr.loss_mask, strict=True) if not m)
     # every request was the exact token sequence so far (nothing re-tokenized)

@@ -11,6 +11,7 @@ from temper.envs.answer import ANSWER_FORMAT, extract_answer
 from temper.envs.env import EpisodeLimits, SingleTurnEnv
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
+from temper.envs.sandbox_env import SandboxEnv
 from temper.envs.suite import ListSuite
 from temper.envs.task import Task
 from temper.errors import TemperError
@@ -19,12 +20,14 @@ _DOMAINS = {"arithmetic": "math", "algebra": "math", "algorithmic": "algorithmic
             "logic": "logic", "graphs": "graphs", "cognition": "cognition", "code": "code"}
 
 
-class ReasoningGymEnv(SingleTurnEnv):
+class ReasoningGymEnv(SingleTurnEnv, SandboxEnv):
+    """Single-turn; with `python`, a sandbox backs the python tool during the episode."""
+
     background = "Solve the problem. Think step by step, then commit to one final answer."
 
     def __init__(self, task: Task, score: Callable[[str | None, dict[str, Any]], float],
-                 python: bool = False, limits: EpisodeLimits | None = None) -> None:
-        super().__init__(task, limits)
+                 python: bool = False, limits: EpisodeLimits | None = None, pool: Any = None) -> None:
+        SandboxEnv.__init__(self, task, pool, limits, sandboxed=python)
         self.score = score
         self.tools = ("python", "submit") if python else ()
 
@@ -71,7 +74,7 @@ class ReasoningGymSuite(ListSuite):
         return tasks
 
     def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> ReasoningGymEnv:
-        return ReasoningGymEnv(task, self.dataset.score_answer, self.python, limits)
+        return ReasoningGymEnv(task, self.dataset.score_answer, self.python, limits, pool)
 
 
 register_suite("reasoning_gym")(ReasoningGymSuite)
