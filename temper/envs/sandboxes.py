@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temper.sandbox import Limits, Mount, Sandbox, SandboxConfig
+from temper.errors import TemperError
+from temper.sandbox import AsyncSandboxPool, Limits, Mount, Sandbox, SandboxConfig, SandboxPool
 from temper.sandbox.errors import SandboxCrashed
 
 T = TypeVar("T")
@@ -28,27 +29,35 @@ def episode_config(base: SandboxConfig | None = None, limits: Limits | None = No
 
 
 class SandboxProvider:
-    """Hands out one sandbox per episode, started on the given workspace template. `pool` (a
-    temper.sandbox pool with `acquire`/`release`) serves warm sandboxes when given."""
+    """Hands out one sandbox per episode, on the given workspace template: from a warm
+    `SandboxPool` when given one (its config must come from `episode_config`; the pool's limits
+    then apply to every task), else a fresh sandbox with the task's own limits."""
 
-    def __init__(self, config: SandboxConfig | None = None, pool: Any = None) -> None:
+    def __init__(self, config: SandboxConfig | None = None, pool: SandboxPool | AsyncSandboxPool | None = None):
+        self.pool = pool.sync if isinstance(pool, AsyncSandboxPool) else pool
+        if self.pool is not None:
+            missing = [d for d in EPISODE_MOUNTS if d not in {m.dest for m in self.pool.config.mounts}]
+            if missing:
+                raise TemperError(f"sandbox pool: its config lacks the mounts {missing} that episodes need; "
+                                  "build it with temper.envs.sandboxes.make_pool or episode_config()")
         self.config = episode_config(config)
-        self.pool = pool
 
     async def acquire(self, template: Path | None = None, limits: Limits | None = None) -> Sandbox:
-        if self.pool is not None and hasattr(self.pool, "acquire"):
-            sb = self.pool.acquire(template=template)
-            return await sb if asyncio.iscoroutine(sb) else sb
+        if self.pool is not None:
+            return await asyncio.to_thread(self.pool.acquire, template)
         cfg = self.config if limits is None else self.config.model_copy(update={"limits": limits})
         return await asyncio.to_thread(Sandbox, cfg, template=template)
 
     async def release(self, sb: Sandbox) -> None:
-        if self.pool is not None and hasattr(self.pool, "release"):
-            out = self.pool.release(sb)
-            if asyncio.iscoroutine(out):
-                await out
-            return
-        await asyncio.to_thread(sb.close)
+        await asyncio.to_thread(self.pool.release if self.pool is not None else sb.close, sb)
+
+
+def make_pool(config: SandboxConfig | None = None, size: int | None = None) -> SandboxPool:
+    """A warm pool whose sandboxes have the mounts episodes need."""
+    cfg = episode_config(config)
+    if size is not None:
+        cfg = cfg.model_copy(update={"pool_size": size})
+    return SandboxPool(cfg)
 
 
 def as_provider(pool: Any) -> SandboxProvider:

@@ -7,17 +7,18 @@ import time
 import pytest
 
 from temper.envs.registry import parse_spec
+from temper.envs.sandboxes import make_pool
 from temper.envs.taskfolder import TaskFolderError, load_task_folder
 from temper.trajectory import FailureKind
 
 
-async def _run_all(suite, concurrency: int = 4):
+async def _run_all(suite, pool, concurrency: int = 4):
     sem = asyncio.Semaphore(concurrency)
 
     async def one(task, mode):
         async with sem:
             run = suite.run_oracle if mode == "oracle" else suite.run_noop
-            return task.payload["name"], mode, await run(task)
+            return task.payload["name"], mode, await run(task, pool)
 
     return await asyncio.gather(*(one(t, m) for t in suite for m in ("oracle", "noop")))
 
@@ -28,7 +29,9 @@ def test_every_shipped_oracle_passes_and_every_noop_fails() -> None:
     categories = {t for task in suite for t in task.tags}
     assert {"text-processing", "file-system", "data-wrangling", "debugging", "shell-scripting", "git"} <= categories
     start = time.monotonic()
-    results = asyncio.run(_run_all(suite))
+    with make_pool(size=4) as pool:  # warm sandboxes, reset between episodes
+        results = asyncio.run(_run_all(suite, pool))
+        assert pool.stats["warm"] > 0
     bad = [(n, m, r.value, r.failure, r.info.get("test_output", "")[-200:]) for n, m, r in results
            if r.failure is not None or r.value != (1.0 if m == "oracle" else 0.0)]
     assert not bad, bad
