@@ -4,6 +4,7 @@ Launch order matters: the supervisor is moved into its cgroup before it is told 
 so that everything it ever starts inherits the cgroup.
 """
 
+import contextlib
 import json
 import os
 import select
@@ -81,7 +82,8 @@ class Supervisor:
             lim = cfg.limits
             self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + lim.disk_mb) << 20,
                                           lim.processes + 1, lim.cpus)
-            self.cgroup.add(pid)
+            with contextlib.suppress(ProcessLookupError):  # died at once: `call` reports why
+                self.cgroup.add(pid)
         reply, _ = self.call({"op": "init", **plan.init}, bpf, timeout=30, init=True)
         self.overlay = bool(reply.get("overlay"))
 

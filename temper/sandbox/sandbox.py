@@ -108,7 +108,7 @@ class Sandbox:
         limit = meta["limit"]
         if oom and limit != "wall_time":
             limit = "memory"
-        elif pids_hit and limit is None:
+        elif pids_hit and limit in (None, "wall_time"):
             limit = "processes"
         n = meta["stdout_len"]
         r = ExecResult(meta["exit_code"], blob[:n], blob[n:], meta["duration_s"], limit,

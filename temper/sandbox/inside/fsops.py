@@ -6,6 +6,7 @@ writes), and a folder with a template is a kernel overlay on it: a reset unmount
 Landlock mode (no mount namespace), the template is copied instead.
 """
 
+import contextlib
 import errno
 import os
 import shutil
@@ -105,10 +106,10 @@ class Folders:
         dfd = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
         try:
             for part in [p for p in parent.split("/") if p]:
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=dfd)
-                except FileExistsError:
-                    pass
+                if stat.S_ISLNK(os.lstat(part, dir_fd=dfd).st_mode):
+                    raise OSError(errno.ELOOP, "symlinks are not followed", path)
                 nfd = native.open_beneath(dfd, part, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW)
                 os.close(dfd)
                 dfd = nfd

@@ -90,6 +90,8 @@ class Supervisor:
     def _limit(self, m: dict[str, Any], err: bytes) -> str | None:
         """Which limit stopped the command, from how it ended (the host adds cgroup evidence)."""
         code = m["exit_code"]
+        if any(mark in err for mark in FORK_MARKS):
+            return "processes"  # first: a fork bomb also runs out the clock, but this is the cause
         if m["timed_out"]:
             return "wall_time"
         # A shell reports a child killed by signal N as exit code 128+N, with a message.
@@ -105,8 +107,6 @@ class Supervisor:
             return "memory"
         if self.folders.disk_full():
             return "disk"
-        if any(mark in err for mark in FORK_MARKS):
-            return "processes"
         return None
 
     def copy_in(self, key: str, dest: str) -> None:

@@ -1,0 +1,102 @@
+"""Fixtures for the sandbox tests: real bubblewrap, real processes, both isolation modes.
+
+One sandbox per mode per test module keeps the suite fast; every attack test ends by
+checking that the same sandbox, reset, still runs a command (`healthy`).
+"""
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from temper.sandbox import Limits, Mount, Sandbox, SandboxConfig
+
+MODES = ["bwrap", "landlock"]
+
+if os.geteuid() != 0:  # sandboxes need a dedicated uid; CI and the dev machines run as root
+    pytest.skip("the sandbox tests need root (to start sandboxes as a dedicated uid)", allow_module_level=True)
+
+
+def tight_limits() -> Limits:
+    return Limits(wall_time_s=5, cpu_time_s=1, memory_mb=256, processes=64, file_size_mb=16, open_files=64,
+                  output_bytes=64 * 1024, disk_mb=64)
+
+
+@pytest.fixture(scope="session")
+def public_tmp() -> Iterator[Path]:
+    """A folder every uid can traverse (pytest's own tmp folders are private to root)."""
+    d = Path(tempfile.mkdtemp(prefix="temper-sbtest-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def state_dir(public_tmp: Path) -> Path:
+    return public_tmp / "state"
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("template")
+    (d / "hello.txt").write_text("hello from the template\n")
+    (d / "pkg").mkdir()
+    (d / "pkg" / "test_ok.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n")
+    return d
+
+
+@pytest.fixture(scope="session")
+def suid_dir(public_tmp: Path) -> Path:
+    """A folder holding a setuid-root copy of `id` (mounted read-only into sandboxes)."""
+    d = public_tmp / "suid"
+    d.mkdir(mode=0o755)
+    target = d / "id"
+    target.write_bytes(Path("/usr/bin/id").read_bytes())
+    os.chown(target, 0, 0)
+    target.chmod(0o4755)
+    return d
+
+
+def make_config(mode: str, state_dir: Path, template: Path | None, run_dir: Path, **kw: object) -> SandboxConfig:
+    return SandboxConfig(isolation=mode, workspace=template, state_dir=state_dir, run_dir=run_dir,
+                         limits=kw.pop("limits", tight_limits()), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=MODES)
+def sbx(request: pytest.FixtureRequest, state_dir: Path, template: Path, suid_dir: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    run_dir = tmp_path_factory.mktemp(f"run-{request.param}")
+    cfg = make_config(request.param, state_dir, template, run_dir,
+                      mounts=[Mount(dest="/opt/suid", src=suid_dir), Mount(dest="/logs", writable=True)])
+    sb = Sandbox(cfg)
+    assert sb.mode == request.param
+    yield sb
+    sb.close()
+
+
+def sandbox_pids(sb: Sandbox) -> list[int]:
+    """Host pids of every process in the sandbox right now (its cgroup, or its dedicated uid)."""
+    sup = sb._sup
+    assert sup is not None
+    if sup.cgroup is not None and "pids" in sup.cgroup.dirs:
+        return [int(p) for p in (sup.cgroup.dirs["pids"] / "cgroup.procs").read_text().split()]
+    uid = sup._lease.uid if sup._lease is not None else sb.config.uid
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and _uid_of(n) == uid]
+
+
+def _uid_of(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def healthy(sb: Sandbox) -> None:
+    """After an attack: nothing left running but the supervisor, and a reset sandbox works."""
+    assert len(sandbox_pids(sb)) == 1, f"processes left in the sandbox: {sandbox_pids(sb)}"
+    sb.reset()
+    r = sb.exec("echo ok; cat hello.txt")
+    assert r.exit_code == 0 and r.stdout == b"ok\nhello from the template\n", r

@@ -1,0 +1,129 @@
+"""The Python API in both modes: exec, files, mounts, reset, errors."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from conftest import MODES, make_config
+
+from temper.errors import ConfigError, TemperError
+from temper.sandbox import AsyncSandbox, Mount, Sandbox, SandboxConfig, SandboxError
+from temper.sandbox.config import Limits
+
+
+@pytest.mark.timeout(60)
+def test_exec_forms_stdin_env_cwd(sbx: Sandbox) -> None:
+    r = sbx.exec("echo $GREETING from $(pwd); exit 3", env={"GREETING": "hi"})
+    assert (r.exit_code, r.stdout, r.limit) == (3, f"hi from {sbx.workdir}\n".encode(), None)
+    r = sbx.exec(["python3", "-c", "import sys; print(sys.stdin.read().upper())"], stdin="shout")
+    assert r.ok and r.text == "SHOUT\n"
+    r = sbx.exec(["wc", "-c"], stdin=b"\x00\xff" * 100_000)  # binary stdin larger than a pipe buffer
+    assert r.stdout == b"200000\n"
+    r = sbx.exec("pwd", cwd="pkg")
+    assert r.text == f"{sbx.workdir}/pkg\n"
+    r = sbx.exec(["no-such-command"])
+    assert r.exit_code == 127 and b"no-such-command" in r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_python_and_pytest_are_available(sbx: Sandbox) -> None:
+    r = sbx.exec("python3 -m pytest -q pkg", timeout=30)
+    assert r.exit_code == 0 and b"1 passed" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_files_and_reset_restore_the_template(sbx: Sandbox, template: Path) -> None:
+    before = (template / "hello.txt").read_text()
+    sbx.write_file("hello.txt", "changed")
+    sbx.write_file("deep/er/new.bin", b"\x00\x01", mode=0o600)
+    assert sbx.read_file("hello.txt") == b"changed"
+    assert sbx.exec("cat deep/er/new.bin | wc -c; stat -c %a deep/er/new.bin").text == "2\n600\n"
+    names = {e.path: e.type for e in sbx.list_files(recursive=True)}
+    assert names["deep/er/new.bin"] == "file" and names["pkg"] == "dir"
+    sbx.exec("rm -rf pkg; echo tmp > /tmp/t; echo log > " + sbx.path("/logs/x"))
+    assert sbx.read_file("/logs/x") == b"log\n"
+    took = sbx.reset()
+    assert took < 0.5
+    assert sbx.read_file("hello.txt").decode() == before == (template / "hello.txt").read_text()
+    assert sbx.exec("ls; ls /tmp; ls " + sbx.path("/logs")).text == "hello.txt\npkg\n"
+    assert sorted(p.name for p in template.iterdir()) == ["hello.txt", "pkg"]  # the template untouched
+    with pytest.raises(SandboxError, match="missing.txt"):
+        sbx.read_file("missing.txt")
+
+
+@pytest.mark.timeout(60)
+def test_reset_to_another_template_and_upload(sbx: Sandbox, public_tmp: Path, template: Path) -> None:
+    other = public_tmp / f"other-{sbx.mode}"
+    (other / "tests").mkdir(parents=True)
+    (other / "task.md").write_text("other task")
+    (other / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    sbx.reset(template=other)
+    assert sbx.exec("cat task.md").text == "other task"
+    sbx.upload(other / "tests", "/logs/tests")  # e.g. a verifier's tests, added late
+    assert sbx.exec(f"cd {sbx.path('/logs')} && python3 -m pytest -q tests").exit_code == 0
+    sbx.reset(template=template)
+    assert sbx.exec("ls").text == "hello.txt\npkg\n"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", MODES)
+def test_workspace_mount_and_verifier_folders(mode: str, state_dir: Path, template: Path, tmp_path: Path,
+                                              public_tmp: Path) -> None:
+    tests_dir = public_tmp / f"tests-{mode}"  # readable by sandbox uids (Landlock mode reads it in place)
+    tests_dir.mkdir()
+    (tests_dir / "check.sh").write_text("echo 1 > $REWARD\n")
+    cfg = make_config(mode, state_dir, template, tmp_path / "run", workspace_mount="/work",
+                      mounts=[Mount(dest="/logs/verifier", writable=True), Mount(dest="/tests", src=tests_dir)])
+    with Sandbox(cfg) as sb:
+        if mode == "bwrap":
+            assert sb.workdir == "/work"
+        reward = sb.path("/logs/verifier/reward.txt")
+        r = sb.exec(f"bash {sb.path('/tests/check.sh')}", env={"REWARD": reward})
+        assert r.exit_code == 0, r
+        assert sb.read_file("/logs/verifier/reward.txt") == b"1\n"
+        assert sb.exec(f"touch {sb.path('/tests/x')}").exit_code != 0  # read-only
+        with pytest.raises(SandboxError):
+            sb.write_file("/tests/x", "no")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", MODES)
+def test_async_api(mode: str, state_dir: Path, template: Path, tmp_path: Path) -> None:
+    cfg = make_config(mode, state_dir, template, tmp_path / "run")
+
+    async def main() -> list[bytes]:
+        boxes = await asyncio.gather(*(AsyncSandbox.create(cfg) for _ in range(3)))
+        try:
+            outs = await asyncio.gather(*(b.exec(f"sleep 0.3; echo {i}") for i, b in enumerate(boxes)))
+            await boxes[0].write_file("a.txt", "A")
+            assert await boxes[0].read_file("a.txt") == b"A"
+            await boxes[0].reset()
+            return [o.stdout for o in outs]
+        finally:
+            await asyncio.gather(*(b.close() for b in boxes))
+
+    assert asyncio.run(main()) == [b"0\n", b"1\n", b"2\n"]
+
+
+def test_bad_input_is_one_clear_error(state_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="nowhere: template folder not found"):
+        Sandbox(make_config("bwrap", state_dir, tmp_path / "nowhere", tmp_path))
+    with pytest.raises(ValueError):
+        Limits(wall_time_s=0)
+    with pytest.raises(ValueError, match="reserved"):
+        Mount(dest="/proc", writable=True)
+    from temper.config import load_config
+
+    with pytest.raises(ConfigError, match="limits.memory_mb"):
+        load_config(SandboxConfig, None, ["limits.memory_mb=1"])
+    assert issubclass(SandboxError, TemperError)
+
+
+@pytest.mark.timeout(60)
+def test_isolation_none_runs_with_a_warning(state_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from temper.sandbox import modes
+
+    modes._warned = False
+    with Sandbox(make_config("none", state_dir, None, tmp_path)) as sb:
+        assert sb.exec("echo plain").text == "plain\n"
+    assert "isolation: none" in caplog.text and "host's files, network and processes" in caplog.text

@@ -1,0 +1,189 @@
+"""The attack set, against both isolation modes: each is contained, the host is unaffected,
+and the sandbox works again after a reset."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import healthy, sandbox_pids
+
+from temper.sandbox import PathEscapeError, Sandbox
+
+
+@pytest.mark.timeout(60)
+def test_fork_bomb_is_contained(sbx: Sandbox) -> None:
+    r = sbx.exec(":(){ :|:& };:", timeout=5)
+    assert r.limit == "processes", r
+    assert subprocess.run(["/bin/true"]).returncode == 0  # the host can still fork
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_memory_bomb_is_contained(sbx: Sandbox) -> None:
+    r = sbx.exec(["python3", "-c", "x = []\nwhile True: x.append(bytearray(10**7))"])
+    assert r.limit == "memory" and r.exit_code != 0, r
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_cpu_loop_hits_the_cpu_limit(sbx: Sandbox) -> None:
+    r = sbx.exec(["python3", "-c", "while True: pass"])
+    assert r.limit == "cpu" and r.exit_code == -signal.SIGXCPU, r
+    assert r.duration_s < 5
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_sleep_hits_the_wall_time_limit(sbx: Sandbox) -> None:
+    start = time.monotonic()
+    r = sbx.exec("sleep 30", timeout=1)
+    assert r.limit == "wall_time" and r.exit_code == -signal.SIGKILL, r
+    assert time.monotonic() - start < 5
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_filling_the_disk_is_bounded(sbx: Sandbox) -> None:
+    free_before = os.statvfs("/").f_bavail
+    r = sbx.exec("for i in $(seq 100); do head -c 8000000 /dev/zero > f$i || exit 1; done")
+    assert r.limit == "disk", r
+    assert b"No space left on device" in r.stderr
+    assert os.statvfs("/").f_bavail > free_before - (200 << 20) // os.statvfs("/").f_frsize
+    sbx.reset()
+    r = sbx.exec("head -c 100000000 /dev/zero > big")
+    assert r.limit == "file_size", r
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_gigabytes_of_stdout_are_cut_at_the_cap(sbx: Sandbox) -> None:
+    start = time.monotonic()
+    r = sbx.exec("head -c 4000000000 /dev/zero; echo done >&2")
+    cap = sbx.config.limits.output_bytes
+    assert r.limit == "output" and r.stdout_truncated and len(r.stdout) == cap, r.limit
+    assert time.monotonic() - start < 10
+    r = sbx.exec("yes")
+    assert r.limit == "output" and r.exit_code == -signal.SIGPIPE and len(r.stdout) == cap
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_tcp_connect_to_a_host_server_fails(sbx: Sandbox) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('connected')"
+    r = sbx.exec(["python3", "-c", code])
+    assert r.exit_code != 0 and b"connected" not in r.stdout, r
+    with pytest.raises(TimeoutError):
+        server.accept()
+    server.close()
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_connect_to_a_host_unix_socket_fails(sbx: Sandbox, public_tmp: Path) -> None:
+    path = public_tmp / "host.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)  # permissions would allow it: only the isolation stops it
+    server.listen()
+    server.settimeout(0.5)
+    code = f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({str(path)!r})\nprint('connected')"
+    r = sbx.exec(["python3", "-c", code])
+    assert r.exit_code != 0 and b"connected" not in r.stdout, r
+    with pytest.raises(TimeoutError):
+        server.accept()
+    server.close()
+    path.unlink()
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_host_files_outside_are_unreadable(sbx: Sandbox, public_tmp: Path) -> None:
+    home_secret = Path.home() / f".temper-sandbox-secret-{os.getpid()}"
+    open_secret = public_tmp / "secret.txt"
+    for f in (home_secret, open_secret):
+        f.write_text("TOP-SECRET-HOST-DATA")
+        f.chmod(0o644)
+    try:
+        r = sbx.exec(f"cat {home_secret} {open_secret} /etc/shadow /etc/hostname; ls {Path.home()} {public_tmp}")
+        assert b"TOP-SECRET" not in r.stdout + r.stderr and r.exit_code != 0, r
+    finally:
+        home_secret.unlink()
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_writes_outside_the_workspace_fail(sbx: Sandbox, public_tmp: Path) -> None:
+    target = public_tmp / "planted-by-sandbox"
+    r = sbx.exec(f"for p in /usr/x /etc/x /x {target} {Path.home()}/x /opt/suid/x; do touch $p && echo wrote $p; done; true")
+    assert b"wrote" not in r.stdout, r
+    assert not target.exists() and not (Path.home() / "x").exists()
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_file_api_refuses_traversal_and_symlinks(sbx: Sandbox, public_tmp: Path) -> None:
+    secret = public_tmp / "api-secret.txt"
+    secret.write_text("API-SECRET")
+    secret.chmod(0o644)
+    for bad in ("../etc/passwd", "a/../../x", "/etc/passwd", "/usr/bin/env"):
+        with pytest.raises(PathEscapeError):
+            sbx.read_file(bad)
+        with pytest.raises(PathEscapeError):
+            sbx.write_file(bad, "x")
+    r = sbx.exec(f"ln -s /etc/passwd passwd-link && ln -s / rootlink && ln -s {secret} secret-link && ln -s .. up")
+    assert r.exit_code == 0, r
+    for link in ("passwd-link", "secret-link", "rootlink/etc/passwd", "up/etc/passwd"):
+        with pytest.raises(PathEscapeError):
+            sbx.read_file(link)
+    for link in ("passwd-link", "secret-link", "rootlink/tmp/x", "up/x"):
+        with pytest.raises(PathEscapeError):
+            sbx.write_file(link, "overwritten")
+    assert secret.read_text() == "API-SECRET"
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_processes_outside_cannot_be_killed_or_traced(sbx: Sandbox) -> None:
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        code = (f"import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                f"print('ptrace', libc.ptrace(16, {victim.pid}, 0, 0), ctypes.get_errno())\n"
+                f"os.kill({victim.pid}, 9)")
+        r = sbx.exec(["python3", "-c", code])
+        assert r.stdout.startswith(b"ptrace -1"), r
+        r = sbx.exec(f"kill -9 {victim.pid} {os.getpid()} 1; kill -9 -1; echo survived")
+        time.sleep(0.1)
+        assert victim.poll() is None  # still running
+        assert sbx.alive
+    finally:
+        victim.kill()
+        victim.wait()
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_background_processes_are_gone_when_exec_returns(sbx: Sandbox) -> None:
+    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n"
+    r = sbx.exec(f"nohup sleep 301 >/dev/null 2>&1 & setsid sleep 302 & python3 -c '{code}'; echo started")
+    assert r.exit_code == 0 and r.stdout == b"started\n", r
+    assert len(sandbox_pids(sbx)) == 1  # only the supervisor
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 301" not in ps and "sleep 302" not in ps
+    healthy(sbx)
+
+
+@pytest.mark.timeout(60)
+def test_setuid_binaries_do_not_raise_privileges(sbx: Sandbox) -> None:
+    suid = sbx.path("/opt/suid/id")  # in Landlock mode, mounts stay at their host paths
+    r = sbx.exec(f"ls -l {suid}; {suid} -u; {suid} -ru")
+    lines = r.stdout.decode().split("\n")
+    assert "rws" in lines[0], r  # it is a setuid binary...
+    assert lines[1] == lines[2] != "0", r  # ...that does not change who runs
+    healthy(sbx)

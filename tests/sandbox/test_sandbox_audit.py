@@ -1,0 +1,55 @@
+"""Every request lands in the hash-chained audit log; a removed or edited record is detected."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import make_config
+
+from temper.sandbox import AuditLog, Sandbox, verify
+
+
+@pytest.mark.timeout(60)
+def test_audit_log_records_every_request_and_detects_tampering(state_dir: Path, template: Path,
+                                                                tmp_path: Path) -> None:
+    cfg = make_config("bwrap", state_dir, template, tmp_path / "run")
+    with Sandbox(cfg) as sb:
+        sb.exec(["echo", "hi"], stdin="in")
+        sb.write_file("a.txt", "content")
+        sb.read_file("a.txt")
+        sb.list_files()
+        sb.exec("sleep 5", timeout=0.5)
+        sb.reset()
+    log = cfg.audit_path
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    ops = [r["op"] for r in records]
+    assert ops == ["create", "exec", "write_file", "read_file", "list_files", "exec", "reset", "close"]
+    ex = records[1]
+    assert ex["argv"] == ["echo", "hi"] and ex["exit_code"] == 0 and ex["stdout_bytes"] == 3
+    assert ex["stdout_sha256"] == hashlib.sha256(b"hi\n").hexdigest()
+    assert ex["stdin_sha256"] == hashlib.sha256(b"in").hexdigest() and ex["limits"]["memory_mb"] == 256
+    assert records[2]["sha256"] == hashlib.sha256(b"content").hexdigest() and records[2]["bytes"] == 7
+    assert records[5]["limit"] == "wall_time" and records[5]["timeout_s"] == 0.5
+    assert all(r["sandbox"] == sb.id for r in records)
+    ok, line = verify(log)
+    assert ok and "8 records intact" in line
+
+    lines = log.read_text().splitlines(keepends=True)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(lines).replace('"exit_code":0', '"exit_code":1', 1))
+    removed = tmp_path / "removed.jsonl"
+    removed.write_text("".join(lines[:3] + lines[4:]))
+    for bad, why in ((edited, "edited"), (removed, "chain broken")):
+        ok, line = verify(bad)
+        assert not ok and why in line
+
+
+def test_audit_log_chains_across_writers(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    a, b = AuditLog(path), AuditLog(path)
+    for i in range(5):
+        (a if i % 2 else b).append("sb", "exec", i=i)
+    a.close()
+    b.close()
+    assert verify(path) == (True, f"{path}: 5 records intact, head {json.loads(path.read_text().splitlines()[-1])['hash']}")
