@@ -49,7 +49,10 @@ class SandboxProvider:
         return await asyncio.to_thread(Sandbox, cfg, template=template)
 
     async def release(self, sb: Sandbox) -> None:
-        await asyncio.to_thread(self.pool.release if self.pool is not None else sb.close, sb)
+        if self.pool is not None:
+            await asyncio.to_thread(self.pool.release, sb)
+        else:
+            await asyncio.to_thread(sb.close)
 
 
 def make_pool(config: SandboxConfig | None = None, size: int | None = None) -> SandboxPool:
