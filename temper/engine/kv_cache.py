@@ -3,12 +3,26 @@
 Head-major blocks make a gathered block a contiguous [kv_heads, block_size, head_dim] slab,
 so attention multiplies against gathered blocks without another copy. Gathers go into
 preallocated workspaces: fresh multi-megabyte allocations on every layer cost more than
-the copy itself (page faults). int8 stores one fp32 scale per token and head (absmax / 127).
+the copy itself (page faults). int8 stores one fp32 scale per token and head (absmax / 127),
+after an orthonormal Hadamard rotation of each head (as in QuaRot): keys carry a few outlier
+channels that would otherwise take the whole int8 range. Attention is unchanged if queries
+get the same rotation (q.Hk = Hq.k) and outputs the inverse one (H is its own inverse).
 """
 
 import torch
 
 from temper.models import ModelConfig
+
+
+def hadamard(n: int) -> torch.Tensor:
+    """Orthonormal, symmetric Sylvester-Hadamard matrix (n a power of two), or identity otherwise."""
+    if n & (n - 1):
+        return torch.eye(n)
+    h = torch.ones(1, 1)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h / n**0.5
+
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
 
@@ -29,6 +43,7 @@ class KVCache:
         if self.quantized:
             self.k_scale = torch.zeros((*shape[:-1], 1), dtype=torch.float32)
             self.v_scale = torch.zeros((*shape[:-1], 1), dtype=torch.float32)
+        self.rotation = hadamard(cfg.head_dim) if self.quantized else None
         self._ws: dict[str, torch.Tensor] = {}
 
     @property
@@ -55,7 +70,7 @@ class KVCache:
         """Store k, v [N, kv_heads, head_dim] at (block, offset) pairs."""
         for cache, x, scales in ((self.k, k, "k_scale"), (self.v, v, "v_scale")):
             if self.quantized:
-                x, s = self.quantize(x.float())
+                x, s = self.quantize(x.float() @ self.rotation)
                 getattr(self, scales)[layer][blocks, :, offsets] = s
             cache[layer][blocks, :, offsets] = x.to(cache.dtype)
 

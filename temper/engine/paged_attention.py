@@ -67,6 +67,9 @@ class PagedAttention:
         keys = self.cache.gather(layer, "k", meta.decode_blocks)
         hkv, bs = keys.shape[1], keys.shape[2]
         keys = keys.view(b, m, hkv, bs, d)
+        rot = self.cache.rotation  # int8 blocks hold rotated keys and values
+        if rot is not None:
+            q = q @ rot
         qg = (q * d**-0.5).view(b, 1, hkv, hq // hkv, d)
         scores = torch.matmul(qg, keys.transpose(-1, -2))  # [B, M, Hkv, G, bs]
         scores += meta.decode_mask
@@ -75,7 +78,7 @@ class PagedAttention:
         denom = probs.sum(dim=(1, 4), keepdim=True)
         values = self.cache.gather(layer, "v", meta.decode_blocks).view(b, m, hkv, bs, d)
         o = torch.matmul(probs, values).sum(1) / denom[:, 0]  # [B, Hkv, G, D]
-        return o.reshape(b, hq, d)
+        return (o @ rot if rot is not None else o).reshape(b, hq, d)
 
     def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         ctx = seg.start + seg.length
@@ -84,6 +87,9 @@ class PagedAttention:
             keys, values = k.transpose(0, 1)[None], v.transpose(0, 1)[None]  # nothing cached before
             o = F.scaled_dot_product_attention(qt, keys, values, is_causal=True, enable_gqa=True)
             return o[0].transpose(0, 1)
+        rot = self.cache.rotation
+        if rot is not None:
+            qt = qt @ rot
         keys, values = (self._contiguous(layer, w, seg.blocks, ctx) for w in ("k", "v"))
         kpos = torch.arange(ctx)
         outs = []
@@ -92,7 +98,8 @@ class PagedAttention:
             mask = window_mask(torch.arange(seg.start + qs, seg.start + qe), kpos, self.window, self.sinks)
             outs.append(F.scaled_dot_product_attention(qt[:, :, qs:qe], keys, values, attn_mask=mask[None, None],
                                                        enable_gqa=True))
-        return torch.cat(outs, dim=2)[0].transpose(0, 1)
+        o = torch.cat(outs, dim=2)
+        return (o @ rot if rot is not None else o)[0].transpose(0, 1)
 
     def _contiguous(self, layer: int, which: str, blocks: torch.Tensor, ctx: int) -> torch.Tensor:
         g = self.cache.gather(layer, which, blocks)  # [M, Hkv, bs, D]

@@ -6,7 +6,7 @@ import torch
 from engine_helpers import check_greedy, full_logprobs, random_prompts, reference_greedy, tiny_config, tiny_pair
 
 from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
-from temper.models import LlamaForCausalLM
+from temper.models import LlamaForCausalLM, ModelConfig
 
 NEW = 24
 
@@ -101,3 +101,19 @@ def test_architectures_and_rope_scaling(overrides):
         ref, margins = reference_greedy(model, p, 16)
         check_greedy(c.token_ids, ref, margins, report, f"{overrides} prompt {i}")
         assert max(abs(a - b) for a, b in zip(full_logprobs(model, c), c.logprobs, strict=True)) < 1e-4
+
+
+def test_int8_and_bf16_kv_run_every_path(pair, prompts, references):
+    from temper.engine.kv_cache import kv_bytes_per_token
+
+    model, _ = pair
+    smollm2_shape = ModelConfig()  # head_dim 64: 64 int8 + one fp32 scale vs 64 fp32 per head
+    assert kv_bytes_per_token(smollm2_shape, "fp32") / kv_bytes_per_token(smollm2_shape, "int8") >= 3.5
+    for kv_dtype in ("int8", "bf16"):
+        engine = LLMEngine(model, None, EngineConfig(block_size=8, kv_dtype=kv_dtype, kv_budget_bytes=16 * 8 * 512,
+                                                     max_num_batched_tokens=20))
+        outs = engine.generate(prompts, SamplingParams(temperature=0, max_tokens=NEW))
+        assert engine.scheduler.num_preemptions > 0 and engine.blocks.hit_tokens > 0
+        agree = sum(a == b for c, (ref, _) in zip(outs, references, strict=True)
+                    for a, b in zip(c.token_ids, ref, strict=True))
+        assert agree / (NEW * len(prompts)) > 0.8, kv_dtype
