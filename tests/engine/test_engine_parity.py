@@ -110,7 +110,8 @@ def test_int8_and_bf16_kv_run_every_path(pair, prompts, references):
     smollm2_shape = ModelConfig()  # head_dim 64: 64 int8 + one fp32 scale vs 64 fp32 per head
     assert kv_bytes_per_token(smollm2_shape, "fp32") / kv_bytes_per_token(smollm2_shape, "int8") >= 3.5
     for kv_dtype in ("int8", "bf16"):
-        engine = LLMEngine(model, None, EngineConfig(block_size=8, kv_dtype=kv_dtype, kv_budget_bytes=16 * 8 * 512,
+        budget = 16 * 8 * kv_bytes_per_token(model.config, kv_dtype)  # 16 blocks of 8 tokens
+        engine = LLMEngine(model, None, EngineConfig(block_size=8, kv_dtype=kv_dtype, kv_budget_bytes=budget,
                                                      max_num_batched_tokens=20))
         outs = engine.generate(prompts, SamplingParams(temperature=0, max_tokens=NEW))
         assert engine.scheduler.num_preemptions > 0 and engine.blocks.hit_tokens > 0
