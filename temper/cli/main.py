@@ -22,7 +22,8 @@ app = typer.Typer(
 )
 
 # Modules that register commands on `app` (each defines `register(app)`).
-COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft", "temper.cli.sandbox"]
+COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft", "temper.cli.sandbox", "temper.cli.eval",
+                              "temper.cli.compare"]
 
 
 def _version(value: bool) -> None:

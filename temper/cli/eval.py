@@ -1,0 +1,56 @@
+"""`temper eval`: run suites (and the long-context grid) through a model or the suites' oracles."""
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def eval_cmd(
+        config: ConfigOption = None,
+        sets: SetOption = None,
+        model: Annotated[str | None, typer.Option("--model", "-m", help="Bundled name, folder, GGUF file or Hub id.",
+                                                  show_default=False)] = None,
+        suite: Annotated[list[str] | None, typer.Option("--suite", help="Suite spec (repeatable), e.g. "
+                                                        "humaneval or noisy:suite=(humaneval),rate=0.05.",
+                                                        show_default=False)] = None,
+        samples: Annotated[int | None, typer.Option("--samples", "-k", help="Samples per task.",
+                                                    show_default=False)] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (resumes from it).",
+                                                 show_default=False)] = None,
+        oracle: Annotated[bool | None, typer.Option("--oracle/--no-oracle", help="Run the reference solutions.",
+                                                    show_default=False)] = None,
+        grid: Annotated[bool, typer.Option("--grid", help="Also run the long-context grid and latency/cost curves.")]
+        = False,
+        limit: Annotated[int | None, typer.Option("--limit", help="Only the first N tasks of each suite.",
+                                                  show_default=False)] = None,
+        concurrency: Annotated[int | None, typer.Option("--concurrency", help="Items in flight at once.",
+                                                        show_default=False)] = None,
+        temperature: Annotated[float | None, typer.Option("--temperature", help="0 = greedy (default with one "
+                                                          "sample; 0.8 with several).", show_default=False)] = None,
+    ) -> None:
+        """Evaluate a model on suites: per-item JSONL, summary.json, report.md/.html under --out."""
+        from temper.evals.config import EvalConfig
+        from temper.evals.harness import run_eval, summary_lines
+        from temper.runtime import apply_runtime
+
+        cfg = resolve_config(EvalConfig, config, sets, [
+            *flag("samples", samples), *flag("oracle", oracle), *flag("limit", limit),
+            *flag("concurrency", concurrency), *flag("sampling.temperature", temperature),
+        ])
+        # Text values are set on the validated config: a spec must stay a string, not parsed as YAML.
+        if model is not None:
+            cfg.model = model
+        if suite:
+            cfg.suites = list(suite)
+        if out is not None:
+            cfg.out = str(out)
+        apply_runtime(cfg.runtime)
+        run = asyncio.run(run_eval(cfg, grid=grid))
+        for line in summary_lines(run):
+            typer.echo(line)
