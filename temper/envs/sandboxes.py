@@ -6,7 +6,9 @@ its reward there), /tests and /solution (uploaded only after the agent phase, or
 """
 
 import asyncio
+import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,15 +46,15 @@ class SandboxProvider:
 
     async def acquire(self, template: Path | None = None, limits: Limits | None = None) -> Sandbox:
         if self.pool is not None:
-            return await asyncio.to_thread(self.pool.acquire, template)
+            return await call(self.pool.acquire, template)
         cfg = self.config if limits is None else self.config.model_copy(update={"limits": limits})
-        return await asyncio.to_thread(Sandbox, cfg, template=template)
+        return await call(Sandbox, cfg, template=template)
 
     async def release(self, sb: Sandbox) -> None:
         if self.pool is not None:
-            await asyncio.to_thread(self.pool.release, sb)
+            await call(self.pool.release, sb)
         else:
-            await asyncio.to_thread(sb.close)
+            await call(sb.close)
 
 
 def make_pool(config: SandboxConfig | None = None, size: int | None = None) -> SandboxPool:
@@ -70,9 +72,14 @@ def as_provider(pool: Any) -> SandboxProvider:
     return SandboxProvider(pool=pool)
 
 
+# Sandbox calls block for as long as the command runs (up to minutes): they get threads of their
+# own, so a few slow commands cannot starve the default executor (6 threads on 2 cores).
+_EXECUTOR = ThreadPoolExecutor(max_workers=128, thread_name_prefix="temper-sandbox-call")
+
+
 async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking sandbox call off the event loop, so many episodes run concurrently."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, functools.partial(fn, *args, **kwargs))
 
 
 def is_sandbox_crash(exc: BaseException) -> bool:

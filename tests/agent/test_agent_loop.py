@@ -131,3 +131,24 @@ def test_many_episodes_concurrently_in_groups(scripted, smollm2_tokenizer) -> No
         results += asyncio.run(run_episodes(loop, suite, [t], n=3, concurrency=3))
     assert [r.reward.value for r in results] == [1.0] * 12
     assert len({r.trajectory.group_id for r in results}) == 4 and len({r.trajectory.id for r in results}) == 12
+
+
+def test_sandboxed_episodes_run_concurrently(scripted, smollm2_tokenizer) -> None:
+    import time
+
+    suite, task = _terminal_task("text-word-count")
+    work = '<tool_call>{"name": "bash", "arguments": {"command": "sleep 1; wc -w < input.txt > count.txt"}}</tool_call>'
+    client = scripted([])
+    scripted_generate = client.generate
+
+    async def generate(ids, params):  # each episode: do the work, then submit once it has run
+        done = "exit code" in smollm2_tokenizer.decode(ids[-40:])
+        client.turns = ['<tool_call>{"name": "submit", "arguments": {}}</tool_call>' if done else work]
+        return await scripted_generate(ids, params)
+
+    client.generate = generate
+    loop = AgentLoop(client, smollm2_tokenizer)
+    start = time.monotonic()
+    results = asyncio.run(run_episodes(loop, suite, [task], n=8, concurrency=8))
+    assert time.monotonic() - start < 6  # 8 one-second commands overlapped, not run one after another
+    assert [r.reward.value for r in results] == [1.0] * 8 and all(len(r.turns) == 2 for r in results)

@@ -1,10 +1,10 @@
 """The built-in tools. All but `submit` act on the episode's sandbox; the workspace is the
 working directory, so relative paths are in /app for terminal tasks."""
 
-import asyncio
 from typing import Any
 
 from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
+from temper.envs.sandboxes import call, is_sandbox_crash
 
 MAX_TIMEOUT_S = 600.0
 
@@ -26,7 +26,7 @@ def format_exec(r: Any) -> str:
 async def _exec(ctx: ToolContext, cmd: Any, stdin: str | None, timeout: float) -> str:
     sb = ctx.sandbox
     timeout = max(1.0, min(float(timeout), MAX_TIMEOUT_S))
-    return format_exec(await asyncio.to_thread(sb.exec, cmd, stdin=stdin, timeout=timeout))
+    return format_exec(await call(sb.exec, cmd, stdin=stdin, timeout=timeout))
 
 
 @tool
@@ -59,7 +59,7 @@ async def read_file(ctx: ToolContext, path: str) -> str:
         path: a path relative to the working directory, or absolute
     """
     try:
-        data = await asyncio.to_thread(ctx.sandbox.read_file, path)
+        data = await call(ctx.sandbox.read_file, path)
     except ToolError:
         raise
     except Exception as exc:
@@ -77,7 +77,7 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         content: the whole new content of the file
     """
     try:
-        await asyncio.to_thread(ctx.sandbox.write_file, path, content)
+        await call(ctx.sandbox.write_file, path, content)
     except ToolError:
         raise
     except Exception as exc:
@@ -95,7 +95,7 @@ async def list_files(ctx: ToolContext, path: str = ".", recursive: bool = False)
         recursive: include sub-folders
     """
     try:
-        entries = await asyncio.to_thread(ctx.sandbox.list_files, path, recursive)
+        entries = await call(ctx.sandbox.list_files, path, recursive)
     except ToolError:
         raise
     except Exception as exc:
@@ -117,8 +117,6 @@ def submit(ctx: ToolContext, answer: str = "") -> str:
 
 
 def _reraise_crash(exc: Exception) -> None:
-    from temper.envs.sandboxes import is_sandbox_crash
-
     if is_sandbox_crash(exc):
         raise exc
 
