@@ -1,0 +1,263 @@
+"""The asynchronous rollout -> store -> trainer pipeline, with the staleness bound.
+
+A producer keeps starting groups (n episodes of one task) while the staleness budget allows:
+at policy version v, no more than (max_staleness + 1) * batch_groups groups may be running,
+waiting in the store or taken by the current step. The budget of a step is released only
+when its new weights are published, so with max_staleness = 0 rollout and training alternate
+(the synchronous baseline) and with 1 the next batch is sampled while the trainer works.
+Every finished group is committed to the store before it can be taken; `next_batch` hands
+the trainer the oldest complete groups, drops any that lag more than max_staleness versions
+(refilled, never trained on), and mixes in replayed groups at the configured ratio.
+"""
+
+import asyncio
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from temper.orchestrator.config import OrchestratorConfig, RetryConfig
+from temper.orchestrator.faults import Attempt, FaultStats, with_retries
+from temper.orchestrator.replay import ReplayBuffer
+from temper.orchestrator.scheduler import Scheduled, TaskScheduler
+from temper.orchestrator.store import Store
+from temper.trajectory import FailureKind, Trajectory
+
+
+class Backend(Protocol):
+    """Where episodes run (local process or Ray actors); the pipeline needs only this."""
+
+    num_workers: int
+
+    async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
+                          eval_mode: bool = False) -> Attempt: ...
+
+    async def push_weights(self, state: dict, version: int) -> None: ...
+
+    def counters(self) -> dict[str, float]: ...
+
+
+@dataclass
+class Group:
+    id: str
+    task_id: str
+    domain: str
+    trajectories: list[Trajectory]
+    started_version: int
+    done_at: float = 0.0
+
+    def staleness(self, version: int) -> int:
+        vs = [t.min_version() for t in self.trajectories if t.trainable and t.min_version() >= 0]
+        return max(0, version - min(vs)) if vs else 0
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.trajectories if t.trainable]
+
+
+@dataclass
+class Batch:
+    groups: list[Group]
+    replayed: list[Group]
+    staleness: list[int]
+    wait_s: float
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        return [t for g in [*self.groups, *self.replayed] for t in g.trajectories]
+
+
+@dataclass
+class Counters:
+    started: int = 0
+    completed: int = 0
+    filtered: int = 0  # zero-variance groups dropped by dynamic sampling
+    failed_groups: int = 0  # no trainable episode left after retries
+    stale: int = 0
+    episodes: int = 0
+    failed_episodes: int = 0  # masked out of training
+    max_staleness_seen: int = 0
+    faults: FaultStats = field(default_factory=FaultStats)
+
+
+class Pipeline:
+    def __init__(self, cfg: OrchestratorConfig, backend: Backend, scheduler: TaskScheduler, store: Store,
+                 version: int = 0, backlog: list[Group] | None = None, seed: int = 0):
+        self.cfg, self.backend, self.scheduler, self.store = cfg, backend, scheduler, store
+        self.version = version
+        self.ready: deque[Group] = deque(backlog or [])  # committed, not yet taken
+        self.running = 0  # groups in flight
+        self.taken = 0  # groups taken since the last publish (their budget is still in use)
+        self.refills = 0  # zero-variance groups dropped for the current step
+        self.counters = Counters()
+        self.replay = ReplayBuffer(cfg.replay, random.Random(seed)) if cfg.replay.enabled else None
+        self.changed = asyncio.Condition()
+        self.tasks: set[asyncio.Task] = set()
+        self.rr = 0
+        self.producer: asyncio.Task | None = None
+        self.error: BaseException | None = None
+
+    # ---- producer --------------------------------------------------------------------------
+    def budget_left(self) -> int:
+        return (self.cfg.max_staleness + 1) * self.cfg.batch_groups - (self.running + len(self.ready) + self.taken)
+
+    def start(self) -> None:
+        self.producer = asyncio.create_task(self._produce())
+
+    async def _produce(self) -> None:
+        try:
+            while True:
+                async with self.changed:
+                    sched = None
+                    while True:
+                        if self.budget_left() > 0 and self._episodes_free():
+                            sched = self.scheduler.next(self.cfg.group_size)
+                            if sched is not None:
+                                break
+                        await self.changed.wait()
+                    self.running += 1
+                    self.counters.started += 1
+                t = asyncio.create_task(self._run_group(sched, self.version))
+                self.tasks.add(t)
+                t.add_done_callback(self.tasks.discard)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a bug in the producer must stop the run, not hang it
+            self.error = exc
+            async with self.changed:
+                self.changed.notify_all()
+
+    def _episodes_free(self) -> bool:
+        return self.running * self.cfg.group_size + self.cfg.group_size <= max(self.cfg.concurrency,
+                                                                               self.cfg.group_size)
+
+    async def _run_group(self, sched: Scheduled, version: int) -> None:
+        n, task = self.cfg.group_size, sched.task
+        gid = f"{task.id}-{uuid.uuid4().hex[:8]}"
+        worker = self.rr % self.backend.num_workers
+        self.rr += 1
+        await asyncio.to_thread(self.store.start_group, gid, task.id, task.domain, n)
+
+        async def episode(k: int) -> Attempt:
+            async def attempt(i: int) -> Attempt:
+                return await self.backend.run_episode(worker, sched.suite_index, task.id, gid, k)
+
+            return await with_retries(attempt, self.cfg.retry, self.counters.faults)
+
+        results = await asyncio.gather(*(episode(k) for k in range(n)))
+        trajs = [self._one(r, task.id, gid, k) for k, r in enumerate(results)]
+        group = Group(gid, task.id, task.domain, trajs, version, time.time())
+        bad = [r for r in results if r.failure is not None]
+        if bad:  # out of retries: quarantine the task, report it; its episodes carry no loss
+            self.scheduler.quarantine(task.id)
+            self.counters.faults.quarantined.append(task.id)
+            await asyncio.to_thread(self.store.quarantine, task.id, task.domain, bad[0].failure.value,
+                                    bad[0].attempts, bad[0].message)
+        rewards = group.rewards
+        status = "complete"
+        if not rewards:
+            status = "failed"
+        elif self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refills < self.cfg.max_refills:
+            status = "filtered"
+        await asyncio.to_thread(self.store.finish_group, gid, trajs, status, [r.attempts for r in results])
+        self.scheduler.release(sched, rewards or None)
+        async with self.changed:
+            self.running -= 1
+            c = self.counters
+            c.episodes += n
+            c.failed_episodes += sum(t.failure is not None for t in trajs)
+            if status == "complete":
+                c.completed += 1
+                self.ready.append(group)
+            elif status == "filtered":
+                c.filtered += 1
+                self.refills += 1
+            else:
+                c.failed_groups += 1
+            self.changed.notify_all()
+
+    @staticmethod
+    def _one(r: Attempt, task_id: str, gid: str, k: int) -> Trajectory:
+        """The episode's trajectory; a stand-in carrying the failure when the worker produced none."""
+        if r.trajectories:
+            t = r.trajectories[0]
+            if r.failure is not None:
+                t.failure = r.failure
+            t.group_id, t.id = gid, f"{gid}/{k}"
+            return t
+        return Trajectory([], [], [], [], task_id=task_id, group_id=gid, id=f"{gid}/{k}",
+                          failure=r.failure or FailureKind.WORKER_ERROR, info={"error": r.message})
+
+    # ---- consumer --------------------------------------------------------------------------
+    async def next_batch(self) -> Batch:
+        """The oldest complete groups within the staleness bound, plus replayed ones."""
+        start = time.monotonic()
+        n_replay = self.replay.draw_count(self.cfg.batch_groups) if self.replay else 0
+        want = self.cfg.batch_groups - n_replay
+        taken: list[Group] = []
+        stale: list[str] = []
+        async with self.changed:
+            while len(taken) < want:
+                if self.error is not None:
+                    raise self.error
+                if not self.ready:
+                    await self.changed.wait()
+                    continue
+                g = self.ready.popleft()
+                if g.staleness(self.version) > self.cfg.max_staleness:
+                    stale.append(g.id)  # never trained on; its budget goes to a refill
+                    self.counters.stale += 1
+                    continue
+                taken.append(g)
+                self.taken += 1
+            self.changed.notify_all()
+        if stale:
+            await asyncio.to_thread(self.store.mark_stale, stale)
+        replayed = self.replay.draw(n_replay) if self.replay else []
+        st = [g.staleness(self.version) for g in [*taken, *replayed]]
+        self.counters.max_staleness_seen = max([self.counters.max_staleness_seen, *st[:len(taken)]])
+        return Batch(taken, replayed, st, time.monotonic() - start)
+
+    async def published(self, version: int, batch: Batch, advantages: dict[str, float] | None = None) -> None:
+        """New weights are live: release the finished step's staleness budget."""
+        if self.replay:
+            for g in batch.groups:
+                self.replay.offer(g)
+        async with self.changed:
+            self.version, self.taken, self.refills = version, 0, 0
+            self.changed.notify_all()
+
+    def depth(self) -> dict[str, int]:
+        return {"running": self.running, "ready": len(self.ready), "budget": self.budget_left()}
+
+    async def stop(self) -> None:
+        if self.producer is not None:
+            self.producer.cancel()
+        for t in list(self.tasks):
+            t.cancel()
+        await asyncio.gather(*([self.producer] if self.producer else []), *self.tasks, return_exceptions=True)
+
+
+async def run_eval(backend: Backend, suite_index: int, task_ids: list[str], concurrency: int,
+                   on_done: Callable[[int], Awaitable[None] | None] | None = None) -> list[Attempt]:
+    """One greedy episode per held-out task, spread over the workers, results in task order."""
+    sem = asyncio.Semaphore(concurrency)
+    done = 0
+
+    async def one(i: int, tid: str) -> Attempt:
+        nonlocal done
+        async with sem:
+            r = await with_retries(lambda _a: backend.run_episode(i % backend.num_workers, suite_index, tid,
+                                                                  f"eval-{tid}", 0, eval_mode=True),
+                                   RetryConfig(), FaultStats())
+            done += 1
+            if on_done is not None:
+                out = on_done(done)
+                if asyncio.iscoroutine(out):
+                    await out
+            return r
+
+    return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(task_ids))))

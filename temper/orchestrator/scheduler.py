@@ -1,0 +1,149 @@
+"""The task scheduler: which task's group starts next.
+
+Suites get new groups in proportion to their weights (the one furthest below its share goes
+next; priority breaks ties), never more episodes in flight than their `max_concurrency` (their
+sandbox capacity). Within a suite, tasks come in a seeded shuffled order, epoch after epoch,
+skipping tasks that are held out for evaluation, quarantined, or retired/parked by the
+curriculum: a task whose observed pass rate reached `retire_above` is too easy (retired), one
+at or below `park_below` after `min_groups` groups is hopeless for now (parked; parked tasks
+come back when a suite runs out of others). The rest fall into easy / medium / hard pools.
+"""
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from temper.envs import Suite, Task
+from temper.orchestrator.config import CurriculumConfig, SuiteConfig
+
+
+@dataclass
+class TaskStats:
+    groups: int = 0
+    reward_sum: float = 0.0
+    episodes: int = 0
+
+    @property
+    def pass_rate(self) -> float:
+        return self.reward_sum / self.episodes if self.episodes else 0.0
+
+
+@dataclass
+class SuiteSlot:
+    cfg: SuiteConfig
+    suite: Suite
+    order: list[Task]
+    cursor: int = 0
+    started: int = 0  # groups started (for the weighted share)
+    in_flight: int = 0  # episodes running now
+    epoch: int = 0
+
+
+@dataclass
+class Scheduled:
+    task: Task
+    suite_index: int
+    episodes: int
+
+
+@dataclass
+class TaskScheduler:
+    suites: list[SuiteSlot]
+    curriculum: CurriculumConfig
+    stats: dict[str, TaskStats] = field(default_factory=dict)
+    retired: set[str] = field(default_factory=set)
+    parked: set[str] = field(default_factory=set)
+    quarantined: set[str] = field(default_factory=set)
+
+    @classmethod
+    def build(cls, suites: list[tuple[SuiteConfig, Suite]], curriculum: CurriculumConfig, seed: int = 0,
+              exclude: set[str] | None = None) -> "TaskScheduler":
+        exclude = exclude or set()
+        slots = []
+        for i, (cfg, suite) in enumerate(suites):
+            tasks = [t for t in suite.tasks() if t.id not in exclude]
+            random.Random(f"{seed}-{i}-{cfg.spec}").shuffle(tasks)
+            slots.append(SuiteSlot(cfg, suite, tasks))
+        return cls(slots, curriculum)
+
+    # ---- picking ---------------------------------------------------------------------------
+    def next(self, episodes: int) -> Scheduled | None:
+        """The next group's task, with `episodes` slots reserved in its suite; None when every suite
+        with tasks is at its concurrency limit."""
+        total_w = sum(s.cfg.weight for s in self.suites)
+        free = [i for i, s in enumerate(self.suites) if s.in_flight + episodes <= max(s.cfg.max_concurrency, episodes)
+                and s.order]
+        if not free:
+            return None
+        total = max(1, sum(s.started for s in self.suites))
+        # furthest below its weighted share first; then the higher priority; then the lower index
+        i = min(free, key=lambda j: (self.suites[j].started / total - self.suites[j].cfg.weight / total_w,
+                                     -self.suites[j].cfg.priority, j))
+        task = self._take(self.suites[i])
+        if task is None:
+            return None
+        slot = self.suites[i]
+        slot.started += 1
+        slot.in_flight += episodes
+        return Scheduled(task, i, episodes)
+
+    def _take(self, slot: SuiteSlot) -> Task | None:
+        for _ in range(2 * len(slot.order) + 1):
+            if slot.cursor >= len(slot.order):
+                slot.cursor, slot.epoch = 0, slot.epoch + 1
+                if all(t.id in self.retired | self.parked | self.quarantined for t in slot.order):
+                    self.parked -= {t.id for t in slot.order}  # nothing else left: give parked tasks another go
+            task = slot.order[slot.cursor]
+            slot.cursor += 1
+            if task.id not in self.retired and task.id not in self.parked and task.id not in self.quarantined:
+                return task
+        return None
+
+    # ---- feedback --------------------------------------------------------------------------
+    def release(self, s: Scheduled, rewards: list[float] | None) -> None:
+        """The group finished (rewards of its trainable episodes) or was abandoned (None)."""
+        self.suites[s.suite_index].in_flight -= s.episodes
+        if rewards:
+            st = self.stats.setdefault(s.task.id, TaskStats())
+            st.groups += 1
+            st.episodes += len(rewards)
+            st.reward_sum += sum(rewards)
+            c = self.curriculum
+            if c.enabled and st.groups >= c.min_groups:
+                if st.pass_rate >= c.retire_above:
+                    self.retired.add(s.task.id)
+                elif st.pass_rate <= c.park_below:
+                    self.parked.add(s.task.id)
+
+    def quarantine(self, task_id: str) -> None:
+        self.quarantined.add(task_id)
+
+    def pools(self) -> dict[str, int]:
+        c, counts = self.curriculum, {"new": 0, "hard": 0, "medium": 0, "easy": 0}
+        for slot in self.suites:
+            for t in slot.order:
+                st = self.stats.get(t.id)
+                if t.id in self.retired or t.id in self.parked or t.id in self.quarantined:
+                    continue
+                if st is None or st.groups < c.min_groups:
+                    counts["new"] += 1
+                else:
+                    pool = "hard" if st.pass_rate < c.hard_below else "easy" if st.pass_rate >= c.easy_above \
+                        else "medium"
+                    counts[pool] += 1
+        return {**counts, "retired": len(self.retired), "parked": len(self.parked),
+                "quarantined": len(self.quarantined)}
+
+    # ---- resume ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"cursors": [(s.cursor, s.started, s.epoch) for s in self.suites],
+                "stats": {k: (v.groups, v.reward_sum, v.episodes) for k, v in self.stats.items()},
+                "retired": sorted(self.retired), "parked": sorted(self.parked),
+                "quarantined": sorted(self.quarantined)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for slot, (cursor, started, epoch) in zip(self.suites, state["cursors"], strict=False):
+            slot.cursor, slot.started, slot.epoch = cursor, started, epoch
+        self.stats = {k: TaskStats(*v) for k, v in state["stats"].items()}
+        self.retired, self.parked = set(state["retired"]), set(state["parked"])
+        self.quarantined = set(state["quarantined"])

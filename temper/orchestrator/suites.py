@@ -1,0 +1,136 @@
+"""Two small verifiable suites that `temper train` registers (through the public envs interface):
+
+- `arithmetic:op=add,digits=2,n=N,seed=S[,sandbox=true]`: "What is 37 + 48?" as a chat prompt,
+  scored on correctness with a lenient extraction (the number after the last `=`, else the last
+  number), the default recipe's suite: SmolLM2-135M-Instruct passes ~25-30% of two-digit sums.
+- `toy:n=N,seed=S,digits=D[,sandbox=true]`: "say 7" for a tiny random model with a tiny
+  vocabulary (tests and the async benchmark: reward neither 0 nor 1 from the start).
+
+With `sandbox=true` the verifier runs in a sandbox (a Python one-liner compares the answers),
+so sandbox faults reach the episode like they would in a terminal task.
+"""
+
+import random
+import re
+from typing import Any, ClassVar
+
+from temper.envs import EpisodeLimits, Observation, Reward, Task, register_suite
+from temper.envs.env import StepResult, timed_verify
+from temper.envs.sandbox_env import SandboxEnv
+from temper.envs.suite import ListSuite
+from temper.errors import TemperError
+
+_NUMBER = re.compile(r"-?\d+")
+_CHECK = "import sys; print(int(sys.argv[1].strip() == sys.argv[2].strip()))"
+
+
+def lenient_number(text: str) -> str | None:
+    """The number a reply commits to: the first after the last '=', else the last one in the text."""
+    text = text.replace(",", "")
+    if "=" in text and (m := _NUMBER.search(text.rsplit("=", 1)[1])):
+        return m.group()
+    found = _NUMBER.findall(text)
+    return found[-1] if found else None
+
+
+class AnswerEnv(SandboxEnv):
+    """Single turn: the reply is scored against `payload['answer']`, in a sandbox when asked."""
+
+    def __init__(self, task: Task, extract: Any, sandboxed: bool, pool: Any = None,
+                 limits: EpisodeLimits | None = None) -> None:
+        super().__init__(task, pool, limits)
+        self.extract, self.sandboxed = extract, sandboxed
+
+    async def reset(self) -> Observation:  # a sandbox only when the verifier needs one
+        if self.sandboxed:
+            return await super().reset()
+        return Observation(self.task.prompt)
+
+    async def verify(self, answer: str) -> Reward:
+        got = self.extract(answer)
+        want = str(self.task.payload["answer"])
+        if got is None:
+            correct = 0.0
+        elif self.sandboxed:
+            res = await self.exec(["python3", "-c", _CHECK, got, want], timeout=30)
+            if res.exit_code != 0:
+                raise RuntimeError(f"verifier exited {res.exit_code}: {res.stderr[-200:]!r}")
+            correct = float(res.stdout.strip() == b"1")
+        else:
+            correct = float(got.strip() == want)
+        return Reward(value=correct, components={"correctness": correct, "format": float(got is not None)},
+                      info={"extracted": got})
+
+    async def step(self, action: str) -> StepResult:
+        return StepResult(reward=await timed_verify(self.verify(action), self.limits.verifier_timeout_s), done=True)
+
+
+class _AnswerSuite(ListSuite):
+    sandbox = False
+
+    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> AnswerEnv:
+        return AnswerEnv(task, self.extract, self.sandbox, pool, limits)
+
+    @staticmethod
+    def extract(text: str) -> str | None:
+        return lenient_number(text)
+
+
+class ArithmeticSuite(_AnswerSuite):
+    name = "arithmetic"
+    OPS: ClassVar[dict[str, tuple[str, Any]]] = {
+        "add": ("+", lambda a, b: a + b), "sub": ("-", lambda a, b: a - b), "mul": ("*", lambda a, b: a * b)}
+
+    def __init__(self, op: str = "add", digits: int = 2, n: int = 1000, seed: int = 0, sandbox: bool = False,
+                 domain: str = "math") -> None:
+        super().__init__()
+        if op not in self.OPS:
+            raise TemperError(f"arithmetic: op={op!r} is not one of {', '.join(self.OPS)}")
+        if not 1 <= digits <= 6:
+            raise TemperError(f"arithmetic: digits={digits} must be in 1..6")
+        self.op, self.digits, self.n, self.seed, self.domain = op, digits, n, seed, domain
+        self.sandbox = self.needs_sandbox = sandbox
+
+    def build(self) -> list[Task]:
+        rng = random.Random(f"arithmetic-{self.op}-{self.digits}-{self.seed}")
+        lo, hi = 10 ** (self.digits - 1) if self.digits > 1 else 0, 10**self.digits - 1
+        sym, fn = self.OPS[self.op]
+        tasks = []
+        for _ in range(self.n):
+            a, b = rng.randint(lo, hi), rng.randint(lo, hi)
+            if self.op == "sub" and b > a:
+                a, b = b, a
+            prompt = f"What is {a} {sym} {b}? Reply with only the number."
+            tasks.append(Task.make(self.name, self.domain, prompt, {"answer": fn(a, b)},
+                                   tags=("arithmetic", self.op), difficulty=self.digits, oracle=str(fn(a, b))))
+        return tasks
+
+
+class ToySuite(_AnswerSuite):
+    """'say D': the answer is the digit shown. A tiny random model emits it ~1/16 of the time at first."""
+
+    name = "toy"
+
+    def __init__(self, n: int = 64, seed: int = 0, digits: int = 10, sandbox: bool = False,
+                 domain: str = "toy") -> None:
+        super().__init__()
+        self.n, self.seed, self.digits, self.domain = n, seed, digits, domain
+        self.sandbox = self.needs_sandbox = sandbox
+
+    def build(self) -> list[Task]:
+        rng = random.Random(f"toy-{self.seed}")
+        out = []
+        for i in range(self.n):
+            d = rng.randrange(self.digits)
+            out.append(Task.make(self.name, self.domain, f"say {d}", {"answer": d, "i": i, "seed": self.seed},
+                                 tags=("toy",), oracle=str(d)))
+        return out
+
+    @staticmethod
+    def extract(text: str) -> str | None:
+        words = text.split()
+        return words[0] if words and words[0].isdigit() else None
+
+
+register_suite("arithmetic")(ArithmeticSuite)
+register_suite("toy")(ToySuite)

@@ -1,0 +1,181 @@
+"""`temper train`: the main loop, in one place.
+
+    evaluate before -> start the rollout producer -> for each step: take a batch from the store
+    (staleness-bounded), train, publish weights to the engines, checkpoint + commit the batch's
+    consumption marks -> evaluate after -> summary, plots.
+"""
+
+import asyncio
+import time
+from typing import Any
+
+from temper.envs import parse_spec
+from temper.errors import TemperError
+from temper.orchestrator.backend import make_backend
+from temper.orchestrator.config import TrainConfig
+from temper.orchestrator.evaluate import EvalResult, difference, evaluate
+from temper.orchestrator.pipeline import Group, Pipeline
+from temper.orchestrator.plots import write_plots
+from temper.orchestrator.progress import Progress
+from temper.orchestrator.run_dir import RunDir, summary_markdown
+from temper.orchestrator.scheduler import TaskScheduler
+from temper.orchestrator.store import Store
+from temper.orchestrator.tracking import Trackers
+from temper.runtime import apply_runtime
+
+
+def train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
+    return asyncio.run(_train(cfg, run))
+
+
+async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
+    import temper.orchestrator.suites  # noqa: F401  (registers arithmetic and toy)
+    from temper.models import load_model
+    from temper.rl import Trainer
+
+    t0 = time.monotonic()
+    apply_runtime(cfg.runtime)
+    suites = [parse_spec(s.spec) for s in cfg.suites]  # a bad spec fails here, before any model loads
+    eval_suite = parse_spec(cfg.eval.suite) if cfg.eval.suite else None
+    eval_tasks = eval_suite.tasks()[:cfg.eval.n] if eval_suite else []
+    store = Store(run.store)
+    committed, ckpt = store.last_committed_step()
+    loaded = load_model(cfg.model)
+    trainer = Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id)
+    scheduler = TaskScheduler.build(list(zip(cfg.suites, suites, strict=True)), cfg.orchestrator.curriculum,
+                                    cfg.runtime.seed, exclude={t.id for t in eval_tasks})
+    if ckpt is not None:  # resume: the checkpoint the store last committed, then undo what came after it
+        trainer.load_checkpoint(run.checkpoints / ckpt)
+        scheduler.load_state_dict(trainer.data_cursor)
+        run.audit("resume", step=committed, checkpoint=ckpt, **store.recover(committed))
+    else:
+        store.recover(0)
+        run.audit("start", config=cfg.model_dump(mode="json"))
+    backlog = [Group(g, "", "", store.group(g), trainer.policy_version) for g in store.complete_groups()]
+    specs = [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else [])
+    backend = make_backend(cfg, specs, str(run.path / "sandbox"))
+    progress = Progress(cfg.max_steps, cfg.logging.progress)
+    trackers = Trackers(cfg.logging, run.path)
+    summary: dict[str, Any] = {}
+    try:
+        with progress:
+            if ckpt is not None:
+                await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
+            before = run.read_json("eval_before.json")
+            if eval_suite and cfg.eval.before and before is None:
+                before = await _evaluate(backend, len(suites), eval_tasks, cfg, progress, "before")
+                run.write_json("eval_before.json", before)
+                run.audit("eval", which="before", **{k: v for k, v in before.items() if k != "scores"})
+            pipe = Pipeline(cfg.orchestrator, backend, scheduler, store, trainer.policy_version, backlog,
+                            cfg.runtime.seed)
+            pipe.start()
+            pending: list[tuple[int, list[str], list[str], dict[str, float]]] = []
+            last = time.monotonic()
+            while trainer.policy_version < cfg.max_steps:
+                batch = await pipe.next_batch()
+                t_train = time.monotonic()
+                metrics = await asyncio.to_thread(trainer.step, batch.trajectories)
+                train_s = time.monotonic() - t_train
+                step = trainer.policy_version
+                await backend.push_weights(trainer.policy_state_dict(), step)
+                await pipe.published(step, batch)
+                row = _row(step, metrics, batch, pipe, backend, time.monotonic() - last, train_s, cfg, t0)
+                last = time.monotonic()
+                pending.append((step, [g.id for g in batch.groups], [g.id for g in batch.replayed], row))
+                if step % cfg.orchestrator.save_every == 0 or step >= cfg.max_steps:
+                    trainer.data_cursor = scheduler.state_dict()
+                    path = await asyncio.to_thread(trainer.save_checkpoint, run.checkpoints, row, loaded.tokenizer)
+                    # the marks commit with the checkpoint that holds their weights (store.py)
+                    await asyncio.to_thread(store.commit_steps, pending, path.name)
+                    pending = []
+                run.log_metrics(row)
+                trackers.log(row)
+                progress.step(row)
+            await pipe.stop()
+            after = None
+            if eval_suite and cfg.eval.after:
+                after = await _evaluate(backend, len(suites), eval_tasks, cfg, progress, "after")
+                run.write_json("eval_after.json", after)
+                run.audit("eval", which="after", **{k: v for k, v in after.items() if k != "scores"})
+            summary = _summary(cfg, run, store, before, after, pipe, time.monotonic() - t0)
+    finally:
+        backend.close()
+        trackers.close()
+        store.close()
+    return summary
+
+
+async def _evaluate(backend: Any, suite_index: int, tasks: list, cfg: TrainConfig, progress: Progress,
+                    which: str) -> dict[str, Any]:
+    n = len(tasks)
+    result: EvalResult = await evaluate(backend, suite_index, [t.id for t in tasks], cfg.eval.metric,
+                                        cfg.orchestrator.concurrency,
+                                        lambda k: progress.note(f"evaluating {which}: {k}/{n}"))
+    progress.note(f"eval {which}: {result.mean_reward:.3f} [{result.ci_low:.3f}, {result.ci_high:.3f}] (n={result.n})")
+    return {**result.summary(), "scores": result.scores}
+
+
+def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: Any, step_s: float, train_s: float,
+         cfg: TrainConfig, t0: float) -> dict[str, Any]:
+    c, counters = pipe.counters, backend.counters()
+    rewards = [t.reward for t in batch.trajectories if t.trainable]
+    passed = [t.reward_components.get(cfg.eval.metric, t.reward) for t in batch.trajectories if t.trainable]
+    elapsed = time.monotonic() - t0
+    row = {
+        "step": step, "reward": sum(rewards) / max(1, len(rewards)), "pass_rate": sum(passed) / max(1, len(passed)),
+        "rollout_tok_s": counters.get("generated_tokens", 0.0) / max(elapsed, 1e-9),
+        "train_tok_s": m.get("tokens", 0.0) / max(train_s, 1e-9),
+        "staleness": sum(batch.staleness) / max(1, len(batch.staleness)),
+        "staleness_max": max(batch.staleness, default=0), "queue": len(pipe.ready), "running": pipe.running,
+        "sandbox_exec_s": counters.get("sandbox_episodes", 0.0) / max(elapsed, 1e-9),
+        "failures": c.failed_episodes, "retries": c.faults.retries, "quarantined": len(c.faults.quarantined),
+        "filtered_groups": c.filtered, "stale_groups": c.stale, "replayed_groups": len(batch.replayed),
+        "batch_wait_s": batch.wait_s, "train_s": train_s, "step_s": step_s, "elapsed_s": elapsed,
+        "eta_s": (cfg.max_steps - step) * elapsed / max(1, step),
+        **{f"trainer/{k}": v for k, v in m.items()},
+        **{f"injected/{k[9:]}": v for k, v in counters.items() if k.startswith("injected_")},
+    }
+    return row
+
+
+def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, after: dict | None, pipe: Pipeline,
+             wall_s: float) -> dict[str, Any]:
+    rows = run.metrics()
+    diff = None
+    if before and after:
+        diff = difference(EvalResult(**after), EvalResult(**before))
+    c = pipe.counters
+    summary = {
+        "run": str(run.path), "model": cfg.model, "suites": [s.spec for s in cfg.suites], "eval_suite": cfg.eval.suite,
+        "backend": cfg.orchestrator.backend, "max_staleness": cfg.orchestrator.max_staleness,
+        "steps": rows[-1]["step"] if rows else 0, "wall_s": wall_s,
+        "before": {k: v for k, v in before.items() if k != "scores"} if before else None,
+        "after": {k: v for k, v in after.items() if k != "scores"} if after else None,
+        "difference": diff,
+        "training": {"groups_started": c.started, "groups_completed": c.completed, "groups_filtered": c.filtered,
+                     "groups_stale": c.stale, "episodes": c.episodes, "failed_episodes": c.failed_episodes,
+                     "retries": c.faults.retries, "max_staleness_seen": c.max_staleness_seen,
+                     **{f"failures_{k}": v for k, v in c.faults.failures.items()}},
+        "store": store.counts(), "quarantined": store.quarantined(),
+    }
+    run.write_json("summary.json", summary)
+    if cfg.logging.plots:
+        write_plots(rows, run.plots)
+    (run.path / "summary.md").write_text(summary_markdown(summary))
+    return summary
+
+
+def resolve_train_config(config: Any, sets: list[str] | None, flags: list[str], resume: str | None) -> tuple[
+        TrainConfig, RunDir]:
+    """A new run (config file + overrides + flags) or a resumed one (its saved config + overrides)."""
+    from temper.config import load_config
+
+    if resume is not None:
+        if config is not None:
+            raise TemperError("--resume takes the run's own config.yaml; drop --config (use --set to change a field)")
+        run, _ = RunDir.open(resume)
+        cfg = load_config(TrainConfig, run.path / "config.yaml", [*(sets or []), *flags])
+        cfg.out = str(run.path)
+        return cfg, run
+    cfg = load_config(TrainConfig, config, [*(sets or []), *flags])
+    return cfg, RunDir.create(cfg)
