@@ -85,20 +85,25 @@ def probe(uid: int | None) -> tuple[bool, str]:
         for d in layout.SYSTEM_DIRS[1:]:
             if os.path.islink(d):
                 argv += ["--symlink", os.readlink(d), d]
-        kw = drop_kwargs(uid)
+        full, kw = as_uid(uid, [*argv, "--", "/usr/bin/true"])
+        who = uid if os.geteuid() == 0 and uid is not None else os.getuid()
         try:
-            r = subprocess.run([*argv, "--", "/usr/bin/true"], capture_output=True, timeout=20, **kw)
+            r = subprocess.run(full, capture_output=True, timeout=20, **kw)
             ok = r.returncode == 0
             why = "" if ok else r.stderr.decode(errors="replace").strip().splitlines()[-1:]
-            _probe[key] = (ok, f"bubblewrap works as uid {kw.get('user', os.getuid())}" if ok else f"bwrap fails: {why}")
+            _probe[key] = (ok, f"bubblewrap works as uid {who}" if ok else f"bwrap fails: {why}")
         except (OSError, subprocess.TimeoutExpired) as exc:
             _probe[key] = (False, f"bwrap fails: {exc}")
     return _probe[key]
 
 
-def drop_kwargs(uid: int | None) -> dict:
-    """subprocess arguments that start the child as `uid` (only possible as root)."""
+def as_uid(uid: int | None, argv: list[str]) -> tuple[list[str], dict]:
+    """`argv` started as `uid` (only possible as root): through setpriv where it exists, since
+    Popen(user=...) must fork() rather than vfork(), which costs ~30 ms from a process holding
+    a large heap (a trainer with torch loaded); else through Popen(user=...)."""
     if uid is None or os.geteuid() != 0:
-        return {}
-    return {"user": uid, "group": uid, "extra_groups": []}
-
+        return argv, {}
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv], {}
+    return argv, {"user": uid, "group": uid, "extra_groups": []}

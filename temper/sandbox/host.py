@@ -7,9 +7,12 @@ so that everything it ever starts inherits the cgroup.
 import contextlib
 import json
 import os
+import queue
 import select
 import subprocess
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,34 @@ def host_cgroups(enabled: bool) -> tuple[str | None, dict[str, Path]]:
     if True not in _cg_cache:
         _cg_cache[True] = cgroups.detect()
     return _cg_cache[True]
+
+
+_spawn_queue: "queue.SimpleQueue[tuple[list[str], dict[str, Any], Future]]" = queue.SimpleQueue()
+_spawn_thread: threading.Thread | None = None
+_spawn_lock = threading.Lock()
+
+
+def _spawn(argv: list[str], **kw: Any) -> subprocess.Popen:
+    """Popen from one thread that lives as long as the process: bwrap's --die-with-parent
+    (PR_SET_PDEATHSIG) fires when the *thread* that started it ends, so a sandbox started from a
+    short-lived thread (asyncio.to_thread, a worker pool) would die with that thread."""
+    global _spawn_thread
+    with _spawn_lock:
+        if _spawn_thread is None or not _spawn_thread.is_alive():
+            _spawn_thread = threading.Thread(target=_spawner, name="sandbox-spawner", daemon=True)
+            _spawn_thread.start()
+    fut: Future = Future()
+    _spawn_queue.put((argv, kw, fut))
+    return fut.result()
+
+
+def _spawner() -> None:
+    while True:
+        argv, kw, fut = _spawn_queue.get()
+        try:
+            fut.set_result(subprocess.Popen(argv, **kw))
+        except BaseException as exc:  # handed to the caller
+            fut.set_exception(exc)
 
 
 class Supervisor:
@@ -53,7 +84,7 @@ class Supervisor:
             info_r, info_w = os.pipe()
             argv, plan = bwrap.plan(cfg, key, info_w)
             bpf = seccomp.build_filter(False)
-            kw = bwrap.drop_kwargs(cfg.uid)
+            argv, kw = bwrap.as_uid(cfg.uid, argv)
             pass_fds = (info_w,)
         else:
             self._lease = uids.lease(cfg.uid + 1, cfg.uid_slots, layout.state_dir(cfg) / "uids") if self.mode != "none" \
@@ -61,16 +92,15 @@ class Supervisor:
             self._folder = direct.prepare_folder(cfg, self.id, self._lease.uid)
             plan = direct.plan(cfg, self.mode, self._folder[0], key, self._lease.dedicated)
             argv = direct.argv(cfg)
+            kw = {}
             if self.mode == "landlock":
                 bpf = seccomp.build_filter(True)
-                kw = bwrap.drop_kwargs(self._lease.uid)
-            else:
-                kw = {}
+                argv, kw = bwrap.as_uid(self._lease.uid, argv)
             pass_fds = ()
         self.plan = plan
         log = open(self._log_path(), "wb")  # the supervisor's own stderr (set-up failures)
         try:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            self._proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                           bufsize=0, pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, **kw)
         finally:
             log.close()

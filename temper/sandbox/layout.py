@@ -71,6 +71,20 @@ def rlimits(cfg: SandboxConfig) -> list[tuple[str, int, int]]:
     return out
 
 
+_compiled = False
+
+
+def precompile_inside() -> None:
+    """Cache the supervisor's bytecode once (same magic number for every 3.11 build), so that a
+    cold start does not compile it. Harmless where the package folder is read-only."""
+    global _compiled
+    if not _compiled:
+        _compiled = True
+        import compileall
+
+        compileall.compile_dir(INSIDE_DIR, quiet=2, legacy=False)
+
+
 def state_dir(cfg: SandboxConfig) -> Path:
     """The state folder, readable (not writable) by sandbox uids; passwd/group files for bwrap."""
     root = cfg.state_dir
@@ -85,6 +99,7 @@ def state_dir(cfg: SandboxConfig) -> Path:
         for d in (root, etc):
             d.chmod(0o755)
     (root / "templates").mkdir(exist_ok=True, mode=0o755)
+    precompile_inside()
     return root
 
 

@@ -127,3 +127,16 @@ def test_isolation_none_runs_with_a_warning(state_dir: Path, tmp_path: Path, cap
     with Sandbox(make_config("none", state_dir, None, tmp_path)) as sb:
         assert sb.exec("echo plain").text == "plain\n"
     assert "isolation: none" in caplog.text and "host's files, network and processes" in caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_a_sandbox_outlives_the_thread_that_started_it(state_dir: Path, template: Path, tmp_path: Path) -> None:
+    """bwrap --die-with-parent fires when the starting *thread* ends; sandboxes must not care."""
+    import threading
+
+    box: list[Sandbox] = []
+    t = threading.Thread(target=lambda: box.append(Sandbox(make_config("bwrap", state_dir, template, tmp_path))))
+    t.start()
+    t.join()
+    with box[0] as sb:
+        assert sb.exec("echo alive").text == "alive\n"

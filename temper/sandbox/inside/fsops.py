@@ -6,12 +6,9 @@ writes), and a folder with a template is a kernel overlay on it: a reset unmount
 Landlock mode (no mount namespace), the template is copied instead.
 """
 
-import contextlib
 import errno
 import os
-import shutil
 import stat
-from typing import Any
 
 import native
 
@@ -19,11 +16,11 @@ W_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
 
 
 class Folders:
-    def __init__(self, spec: dict[str, Any]):
+    def __init__(self, spec: dict):
         self.mode: str = spec["mode"]  # "mount" (own mount namespace) or "copy"
         self.rw_root: str = spec["rw_root"]
         self.disk_bytes: int = spec["disk_bytes"]
-        self.views: list[dict[str, Any]] = spec["views"]  # {"name", "dest", "lower"}
+        self.views: list = spec["views"]  # {"name", "dest", "lower"}
         self.tmp: str = spec["tmp"]
         self.hide: list[str] = spec.get("hide", [])
         self.readable: list[str] = spec.get("readable", [])
@@ -58,13 +55,13 @@ class Folders:
                 _remove(entry.path)
         self.build()
 
-    def _build_view(self, view: dict[str, Any]) -> None:
+    def _build_view(self, view: dict) -> None:
         lower, name = view.get("lower"), view["name"]
         if self.mode != "mount":
             target = view["dest"]
             _mkdir(target, 0o755)
             if lower:
-                shutil.copytree(lower, target, symlinks=True, dirs_exist_ok=True)
+                _copytree(lower, target)
             return
         upper, work = f"{self.rw_root}/{name}", f"{self.rw_root}/.{name}-work"
         _mkdir(upper, 0o755)
@@ -79,7 +76,7 @@ class Folders:
                 self.overlay = False  # kernel refuses overlay here: copy from now on
                 os.rmdir(work)
         if lower:
-            shutil.copytree(lower, upper, symlinks=True, dirs_exist_ok=True)
+            _copytree(lower, upper)
         native.mount(upper, view["dest"], None, native.MS_BIND)
         self.mounted.append(view["dest"])
 
@@ -106,8 +103,10 @@ class Folders:
         dfd = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
         try:
             for part in [p for p in parent.split("/") if p]:
-                with contextlib.suppress(FileExistsError):
+                try:  # noqa: SIM105 - contextlib would cost start-up time here
                     os.mkdir(part, 0o755, dir_fd=dfd)
+                except FileExistsError:
+                    pass
                 if stat.S_ISLNK(os.lstat(part, dir_fd=dfd).st_mode):
                     raise OSError(errno.ELOOP, "symlinks are not followed", path)
                 nfd = native.open_beneath(dfd, part, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW)
@@ -146,19 +145,19 @@ class Folders:
         finally:
             os.close(fd)
 
-    def listdir(self, path: str, recursive: bool) -> list[dict[str, Any]]:
+    def listdir(self, path: str, recursive: bool) -> list:
         root, rel = self._root_of(path, write=False)
         dfd = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
         try:
             fd = native.open_beneath(dfd, rel, os.O_DIRECTORY | os.O_RDONLY)
         finally:
             os.close(dfd)
-        out: list[dict[str, Any]] = []
+        out: list = []
         _walk(fd, "", recursive, out)
         return out
 
 
-def _walk(fd: int, prefix: str, recursive: bool, out: list[dict[str, Any]]) -> None:
+def _walk(fd: int, prefix: str, recursive: bool, out: list) -> None:
     try:
         for entry in sorted(os.scandir(fd), key=lambda e: e.name):
             st = entry.stat(follow_symlinks=False)
@@ -178,6 +177,14 @@ def _mkdir(path: str, mode: int) -> None:
 
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
+        import shutil  # only the copying fallback needs it; imported late to keep start-up fast
+
         shutil.rmtree(path)
     else:
         os.unlink(path)
+
+
+def _copytree(src: str, dest: str) -> None:
+    import shutil
+
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)

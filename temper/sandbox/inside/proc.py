@@ -9,27 +9,25 @@ import resource
 import select
 import signal
 import time
-from dataclasses import dataclass
-from typing import Any
-
 import native
 
 CHUNK = 1 << 16
 
 
-@dataclass
 class Jail:
     """What every command gets: limits, filters, and how leftovers are found and killed."""
 
-    rlimits: list[tuple[int, int, int]]
-    output_bytes: int
-    kill: str  # "ns": we are pid 1 of a pid namespace; "uid": a uid of our own; "tree": descendants only
-    seccomp: native.SeccompProgram | None = None
-    landlock_fd: int | None = None
+    def __init__(self, rlimits: list, output_bytes: int, kill: str, seccomp: "native.SeccompProgram | None" = None,
+                 landlock_fd: "int | None" = None):
+        self.rlimits = rlimits  # (resource, soft, hard)
+        self.output_bytes = output_bytes
+        self.kill = kill  # "ns": we are pid 1 of a pid namespace; "uid": a uid of our own; "tree": descendants
+        self.seccomp = seccomp
+        self.landlock_fd = landlock_fd
 
 
 def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes | None,
-        timeout: float) -> tuple[dict[str, Any], bytes, bytes]:
+        timeout: float) -> tuple[dict, bytes, bytes]:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if stdin else (os.open("/dev/null", os.O_RDONLY), -1)
@@ -113,18 +111,26 @@ def _read(fd: int, bufs: dict[int, bytearray], cut: dict[int, bool], cap: int, l
 
 
 def _kill_quietly(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+    for kill in (os.killpg, os.kill):
+        try:  # noqa: SIM105 - contextlib would cost start-up time here
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def kill_leftovers(jail: Jail) -> None:
     """Kill every process the command started (daemonised grandchildren too) and reap them."""
+    if jail.kill == "uid":
+        # Under a uid used by this sandbox alone, one kill(-1) sweep reaches every process the
+        # command started (a fork racing it fails: its parent already has SIGKILL pending);
+        # being a subreaper, we then reap them all. A second sweep is a cheap belt and braces.
+        for _ in range(2):
+            try:  # noqa: SIM105 - contextlib would cost start-up time here
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _reap(block=True)
+        return
     for _ in range(5000):
         victims = _victims(jail.kill)
         if not victims:
@@ -138,17 +144,15 @@ def kill_leftovers(jail: Jail) -> None:
 
 def _victims(mode: str) -> list[int]:
     """Signal what is left; return what may still be alive ([0]: something, pids unknown)."""
-    if mode in ("ns", "uid"):
-        # kill(-1) reaches, in one sweep that a fork bomb cannot outrun, every process we may
-        # signal except ourselves and init: in our own pid namespace, or under a uid used by this
-        # sandbox alone, exactly the command's processes.
+    if mode == "ns":
+        # As pid 1 of our own pid namespace, kill(-1) reaches every other process in it, in one
+        # sweep that a fork bomb cannot outrun; ESRCH once none is left.
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             return []
-        if mode == "ns":
-            return [0]
-    return _descendants(os.getpid())  # its count is unreliable outside a pid namespace: look
+        return [0]
+    return _descendants(os.getpid())
 
 
 def _descendants(root: int) -> list[int]:
@@ -170,12 +174,12 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _reap() -> bool:
-    """Reap every zombie child; True when something was reaped."""
+def _reap(block: bool = False) -> bool:
+    """Reap zombie children (all of them, waiting for each, when `block`); True if any was reaped."""
     reaped = False
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
         except ChildProcessError:
             return reaped
         if pid == 0:
@@ -193,7 +197,7 @@ def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int
         os.dup2(err_w, 2)
         for res, soft, hard in jail.rlimits:
             resource.setrlimit(res, (soft, hard))
-        try:
+        try:  # noqa: SIM105 - contextlib would cost start-up time here
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")  # under memory pressure the command dies, not the supervisor
         except OSError:

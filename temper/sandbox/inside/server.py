@@ -1,4 +1,4 @@
-"""The in-sandbox supervisor: sets the sandbox up once, then serves requests from the host.
+"""The in-sandbox supervisor's work: set the sandbox up once, then serve requests from the host.
 
 Started by the host (through bwrap, or directly in Landlock/none mode) with the protocol on
 stdin/stdout. It forks one child per command, so a command in a warm sandbox costs a fork
@@ -7,11 +7,8 @@ and an exec. It never runs agent code itself; every child is limited and filtere
 
 import os
 import resource
-import shutil
 import signal
-import sys
 import time
-from typing import Any
 
 import fsops
 import native
@@ -25,7 +22,7 @@ RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nproc": resour
 
 
 class Supervisor:
-    def __init__(self, init: dict[str, Any], bpf: bytes):
+    def __init__(self, init: dict, bpf: bytes):
         self.init = init
         self.cpu_s: int = init["cpu_s"]
         self.folders = fsops.Folders(init["folders"])
@@ -57,7 +54,7 @@ class Supervisor:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
 
-    def handle(self, req: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], bytes]:
+    def handle(self, req: dict, blob: bytes) -> tuple[dict, bytes]:
         op = req["op"]
         if op == "exec":
             return self.exec(req, blob)
@@ -80,14 +77,14 @@ class Supervisor:
             return {"ok": True, "pid": os.getpid()}, b""
         raise ValueError(f"unknown op {op!r}")
 
-    def exec(self, req: dict[str, Any], stdin: bytes) -> tuple[dict[str, Any], bytes]:
+    def exec(self, req: dict, stdin: bytes) -> tuple[dict, bytes]:
         meta, out, err = proc.run(self.jail, req["argv"], req["env"], req["cwd"],
                                   stdin if req.get("stdin") else None, req["timeout"])
         meta["limit"] = self._limit(meta, err)
         meta["stdout_len"] = len(out)
         return meta, out + err
 
-    def _limit(self, m: dict[str, Any], err: bytes) -> str | None:
+    def _limit(self, m: dict, err: bytes) -> str | None:
         """Which limit stopped the command, from how it ended (the host adds cgroup evidence)."""
         code = m["exit_code"]
         if any(mark in err for mark in FORK_MARKS):
@@ -113,6 +110,7 @@ class Supervisor:
         if self.template_fd is None or "/" in key or key.startswith("."):
             raise FileNotFoundError(2, "no staged folder", key)
         self.folders._root_of(dest, write=True)
+        import shutil  # late: only uploads need it
         src = f"/proc/self/fd/{self.template_fd}/{key}" if self.init["mode"] == "bwrap" else (
             f"{self.init['template_root']}/{key}")
         shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
@@ -149,7 +147,3 @@ def main() -> None:
             meta, blob = {"error": f"{type(exc).__name__}: {exc}", "errno": 0}, b""
         wire.send(out, meta, blob)
     proc.kill_leftovers(sup.jail)  # the host hung up: nothing of this sandbox may outlive it
-
-
-if __name__ == "__main__":
-    sys.exit(main())

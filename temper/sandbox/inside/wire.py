@@ -6,19 +6,18 @@ file contents and command output travel as bytes without base64.
 
 import json
 import struct
-from typing import Any, BinaryIO
 
 _HEAD = struct.Struct("!II")
 MAX_HEADER = 16 << 20
 
 
-def send(out: BinaryIO, meta: dict[str, Any], blob: bytes = b"") -> None:
+def send(out, meta: dict, blob: bytes = b"") -> None:
     header = json.dumps(meta, separators=(",", ":")).encode()
     out.write(_HEAD.pack(len(header), len(blob)) + header + blob)
     out.flush()
 
 
-def recv(inp: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
+def recv(inp) -> tuple[dict, bytes] | None:
     """The next frame, or None when the other side has gone (EOF)."""
     head = _read_exact(inp, _HEAD.size)
     if head is None:
@@ -33,7 +32,7 @@ def recv(inp: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
     return json.loads(header), blob
 
 
-def _read_exact(inp: BinaryIO, n: int) -> bytes | None:
+def _read_exact(inp, n: int) -> bytes | None:
     chunks, left = [], n
     while left:
         chunk = inp.read(left)

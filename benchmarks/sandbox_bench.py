@@ -1,0 +1,198 @@
+"""Sandbox speed and density, side by side with a bare `subprocess.run` of the same command.
+
+    .venv/bin/python benchmarks/sandbox_bench.py [--isolation bwrap] [--idle 200] [--n 200]
+
+Prints a table, then one JSON line (the last line) with the figures and target pass/fail.
+Targets (2-core machine): warm /bin/true p50 <= 2x bare and <= 5 ms; cold start p50 <= 50 ms;
+reset of a 1000-file template <= 10 ms; 200 idle warm sandboxes within 2 GiB.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from temper.sandbox import Sandbox, SandboxConfig, SandboxPool
+
+
+def timed(fn: Callable[[], object], n: int, warmup: int = 5) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
+
+
+def mem_available_mib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def sandbox_pids(sb: Sandbox) -> list[int]:
+    sup = sb._sup
+    pids = [sup._proc.pid] if sup and sup._proc else []
+    if sup and sup.cgroup and "pids" in sup.cgroup.dirs:
+        pids += [int(p) for p in (sup.cgroup.dirs["pids"] / "cgroup.procs").read_text().split()]
+    return pids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--isolation", default="auto")
+    ap.add_argument("--n", type=int, default=300, help="samples per latency figure")
+    ap.add_argument("--idle", type=int, default=200, help="idle warm sandboxes for the density figure")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="temper-bench-"))
+    work.chmod(0o755)
+    cfg = SandboxConfig(isolation=args.isolation, run_dir=work / "run", state_dir=work / "state", pool_size=2)
+    tpl = work / "template"
+    for i in range(1000):
+        d = tpl / f"d{i // 100}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.py").write_text(f"x = {i}\n")
+    py = shutil.which("python3", path="/usr/bin") or "python3"
+    r: dict[str, object] = {}
+    try:
+        bare_true = timed(lambda: subprocess.run(["/bin/true"]), args.n)
+        bare_py = timed(lambda: subprocess.run([py, "-c", "pass"]), max(args.n // 3, 30))
+        cold = []
+        for _ in range(20):
+            t = time.perf_counter()
+            sb = Sandbox(cfg)
+            cold.append((time.perf_counter() - t) * 1e3)
+            sb.close()
+        with SandboxPool(cfg) as pool:
+            pool.wait_ready()
+            sb = pool.acquire()
+            served_warm = sb.warm
+            warm_true = timed(lambda: sb.exec(["/bin/true"]), args.n)
+            warm_py = timed(lambda: sb.exec(["python3", "-c", "pass"]), max(args.n // 3, 30))
+            pool.release(sb)
+        mode = sb.mode
+        with Sandbox(cfg, template=tpl) as sb:
+            overlay = sb.overlay
+
+            def dirty_reset() -> None:
+                sb.exec("echo changed > d0/f0.py; rm d1/f100.py; touch new")
+                t = time.perf_counter()
+                sb.reset()
+                resets.append((time.perf_counter() - t) * 1e3)
+
+            resets: list[float] = []
+            for _ in range(30):
+                dirty_reset()
+            assert sb.exec("cat d0/f0.py; ls | wc -l").stdout == b"x = 0\n10\n"
+        # throughput: 2 workers, each with its own warm sandbox
+        boxes = [Sandbox(cfg) for _ in range(2)]
+        count = [0, 0]
+        stop = time.perf_counter() + 3.0
+
+        def worker(i: int) -> None:
+            while time.perf_counter() < stop:
+                boxes[i].exec(["/bin/true"])
+                count[i] += 1
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for b in boxes:
+            b.close()
+        execs_per_s = sum(count) / 3.0
+        # density: N idle warm sandboxes alive at once
+        before = mem_available_mib()
+        idle: list[Sandbox] = []
+        t0 = time.perf_counter()
+        lock = threading.Lock()
+
+        def starter() -> None:
+            while True:
+                with lock:
+                    if len(idle) >= args.idle:
+                        return
+                    idle.append(None)  # type: ignore[arg-type]
+                    slot = len(idle) - 1
+                idle[slot] = Sandbox(cfg.model_copy(update={"audit": False}))
+
+        ts = [threading.Thread(target=starter) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        start_all_s = time.perf_counter() - t0
+        time.sleep(1.0)
+        used = before - mem_available_mib()
+        pss = pss_mib([p for sb in idle for p in sandbox_pids(sb)])
+        alive = sum(1 for sb in idle if sb.exec(["/bin/true"]).exit_code == 0)
+        for sb in idle:
+            sb.close()
+        bt, wt = pct(bare_true, 0.5), pct(warm_true, 0.5)
+        r = {
+            "isolation": mode,
+            "bare_true_p50_ms": bt, "bare_true_p99_ms": pct(bare_true, 0.99),
+            "warm_true_p50_ms": wt, "warm_true_p99_ms": pct(warm_true, 0.99),
+            "warm_vs_bare_ratio": round(wt / bt, 2),
+            "bare_python_p50_ms": pct(bare_py, 0.5), "bare_python_p99_ms": pct(bare_py, 0.99),
+            "warm_python_p50_ms": pct(warm_py, 0.5), "warm_python_p99_ms": pct(warm_py, 0.99),
+            "cold_start_p50_ms": pct(cold, 0.5), "cold_start_p99_ms": pct(cold, 0.99),
+            "reset_ms": pct(resets, 0.5), "reset_p99_ms": pct(resets, 0.99), "reset_overlay": overlay,
+            "execs_per_s": round(execs_per_s, 1),
+            "idle_sandboxes": args.idle, "idle_alive": alive, "idle_start_all_s": round(start_all_s, 1),
+            "idle_sandbox_mib": round(used / args.idle, 2), "idle_sandbox_pss_mib": round(pss / args.idle, 2),
+            "idle_total_mib": round(used, 1), "served_warm": served_warm,
+            "load_avg_1m": os.getloadavg()[0],
+        }
+        r["targets"] = {
+            "warm_true_le_2x_bare": wt <= 2 * bt,
+            "warm_true_le_5ms": wt <= 5.0,
+            "cold_start_le_50ms": r["cold_start_p50_ms"] <= 50.0,
+            "reset_le_10ms": r["reset_ms"] <= 10.0,
+            "idle_200_within_2gib": alive >= 200 and used * 200 / args.idle <= 2048,
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    table = Table("figure", "value", title=f"temper sandbox benchmark ({r.get('isolation')})")
+    for k, v in r.items():
+        if k != "targets":
+            table.add_row(k, str(v))
+    for k, v in r["targets"].items():  # type: ignore[union-attr]
+        table.add_row(f"target {k}", "met" if v else "MISSED")
+    Console().print(table)
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
