@@ -6,6 +6,8 @@ assigns the stored tensors; `save_checkpoint` writes a folder transformers' own
 """
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,6 @@ from safetensors.torch import save_file
 from temper.errors import TemperError
 from temper.models.config import ModelConfig
 from temper.models.llama import LlamaForCausalLM
-from temper.models.rope import RotaryEmbedding
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -71,18 +72,40 @@ def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32) -> L
     state = {k: v for k, v in state.items() if "rotary_emb" not in k}  # old checkpoints stored inv_freq
     if cfg.tie_word_embeddings:
         state.pop("lm_head.weight", None)
-    with torch.device("meta"):  # no random init: every parameter is assigned from the file
-        model = LlamaForCausalLM(cfg)
+    model = empty_model(cfg)
     expected = {k for k in model.state_dict() if not (cfg.tie_word_embeddings and k == "lm_head.weight")}
     missing, unexpected = expected - set(state), set(state) - expected
     if missing or unexpected:
         detail = f"missing {sorted(missing)[:3]}" if missing else f"unexpected {sorted(unexpected)[:3]}"
         raise TemperError(f"{folder}: weights do not match config.json ({detail})")
-    model.load_state_dict(state, strict=False, assign=True)
-    model.model.rotary = RotaryEmbedding(cfg)  # a buffer computed from the config, not stored
+    model.load_state_dict(state, strict=False, assign=True)  # assign: the loaded tensors, no copy
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     return model.eval()  # already in `dtype`; the RoPE buffer stays fp32 on purpose
+
+
+def empty_model(cfg: ModelConfig) -> LlamaForCausalLM:
+    """A model whose weights are uninitialised memory, to be replaced by `load_state_dict(assign=True)`.
+
+    Not the meta device: there, the RoPE set-up and `normal_` run Python decompositions whose
+    first use imports torch._dynamo (3-5 s per process, more than reading the weights).
+    """
+    with _skip_init():
+        return LlamaForCausalLM(cfg)
+
+
+@contextmanager
+def _skip_init() -> Iterator[None]:
+    """torch.nn.init as no-ops: random init of weights about to be overwritten is wasted time."""
+    names = ("normal_", "uniform_", "kaiming_uniform_", "trunc_normal_", "xavier_uniform_", "zeros_", "ones_")
+    saved = {name: getattr(torch.nn.init, name) for name in names}
+    try:
+        for name in names:
+            setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(torch.nn.init, name, fn)
 
 
 def save_checkpoint(model: LlamaForCausalLM, folder: str | Path, extra_config: dict[str, Any] | None = None) -> None:

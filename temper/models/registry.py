@@ -17,8 +17,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from temper.errors import TemperError
 
 log = logging.getLogger(__name__)
@@ -127,11 +125,10 @@ def _stamp_matches(folder: Path, source: dict[str, object]) -> bool:
 
 def convert_gguf(gguf_path: Path, folder: Path) -> None:
     """Write the GGUF file's model and tokenizer as an HF folder (fp32 safetensors)."""
-    from temper.models.checkpoint import save_checkpoint
+    from temper.models.checkpoint import empty_model, save_checkpoint
     from temper.models.config import ModelConfig
     from temper.models.gguf_loader import gguf_hf_config, gguf_state_dict, open_gguf
     from temper.models.gguf_tokenizer import tokenizer_from_gguf
-    from temper.models.llama import LlamaForCausalLM
     from temper.models.tokenizer import Tokenizer
 
     gguf = open_gguf(gguf_path)
@@ -141,8 +138,7 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
     # Logged only once the file is known to be good, so a bad file gives just its one error line.
     log.info("converting %s to safetensors (once; later loads reuse it)", gguf_path.name)
     state = gguf_state_dict(gguf, hf)
-    with torch.device("meta"):
-        model = LlamaForCausalLM(cfg)
+    model = empty_model(cfg)
     model.load_state_dict(state, strict=not cfg.tie_word_embeddings, assign=True)
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
