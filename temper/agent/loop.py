@@ -11,6 +11,7 @@ crashes, engine errors and engine timeouts end the episode as infrastructure fai
 """
 
 import asyncio
+import logging
 import time
 import uuid
 from typing import Any
@@ -26,6 +27,8 @@ from temper.envs.env import Environment, StepResult
 from temper.envs.reward import Reward
 from temper.envs.sandboxes import is_sandbox_crash
 from temper.trajectory import FailureKind
+
+log = logging.getLogger(__name__)
 
 
 class AgentLoop:
@@ -77,8 +80,10 @@ class Episode:
             reward = result.reward or Reward()
         except InfraFailure as exc:
             reward = Reward.infra(exc.kind, str(exc))
-        except Exception as exc:
+        except Exception as exc:  # the episode fails alone; the run goes on
             kind = FailureKind.SANDBOX_CRASH if is_sandbox_crash(exc) else FailureKind.WORKER_ERROR
+            log.warning("episode of task %s failed (%s): %s", self.env.task.id, kind.value, exc,
+                        exc_info=kind == FailureKind.WORKER_ERROR)
             reward = Reward.infra(kind, f"{type(exc).__name__}: {exc}")
         self.timings["total_s"] = time.monotonic() - start
         return self.result(reward, truncated)

@@ -3,10 +3,11 @@
 from temper.envs.env import Environment, EpisodeLimits, Observation, SingleTurnEnv, StepResult
 from temper.envs.registry import parse_spec, register_suite, suite_names
 from temper.envs.reward import Reward
+from temper.envs.sandboxes import SandboxProvider, make_pool
 from temper.envs.suite import ListSuite, Suite
 from temper.envs.task import Task
 
 __all__ = [
-    "Environment", "EpisodeLimits", "ListSuite", "Observation", "Reward", "SingleTurnEnv", "StepResult", "Suite",
-    "Task", "parse_spec", "register_suite", "suite_names",
+    "Environment", "EpisodeLimits", "ListSuite", "Observation", "Reward", "SandboxProvider", "SingleTurnEnv",
+    "StepResult", "Suite", "Task", "make_pool", "parse_spec", "register_suite", "suite_names",
 ]

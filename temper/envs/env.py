@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temper.envs.reward import Reward
+from temper.envs.sandboxes import is_sandbox_crash
 from temper.envs.task import Task
 from temper.trajectory import FailureKind
 
@@ -96,8 +97,6 @@ class SingleTurnEnv(Environment):
 
 async def timed_verify(coro: Any, timeout_s: float) -> Reward:
     """Run a verifier; its own timeout or a crashed sandbox is an infrastructure failure."""
-    from temper.envs.sandboxes import is_sandbox_crash
-
     try:
         return await asyncio.wait_for(coro, timeout_s)
     except TimeoutError:
