@@ -22,7 +22,8 @@ def curves(by_length: dict[int, list[ItemRecord]], prices: Prices) -> dict[str, 
             "ttft_s": _r(mean([r.ttft_s for r in ok])),
             "tpot_s": _r(mean([r.tpot_s for r in ok])),
             "latency_s": _r(mean([r.latency_s for r in ok])),
-            "peak_mem_mb": max(peak) if peak else None,
+            "peak_mem_mb": max(peak) if peak else None,  # the process's peak resident memory
+            "kv_cache_mb": _r(mean([r.info.get("kv_cache_mb") for r in ok])),  # the item's own KV cache
             "cost_per_item": _r(mean([prices.cost(r.tokens_in, r.tokens_out) for r in ok]), 9),
         })
     return {"prices": prices.model_dump(), "points": points}

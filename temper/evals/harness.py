@@ -64,7 +64,7 @@ async def evaluate(solver: Solver, suites: Sequence[SuiteInput], cfg: EvalConfig
         run.spec = spec
     summary: dict[str, Any] = {
         "run": {"solver": getattr(solver, "name", type(solver).__name__),
-                "model": None if getattr(solver, "name", "") in ("oracle", "noop") else cfg.model,
+                "model": getattr(solver, "model_name", None),
                 "samples": cfg.samples, "temperature": cfg.temperature(), "pass_threshold": cfg.pass_threshold,
                 "limit": cfg.limit, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "suites": {spec: summarize_suite(run.records, cfg.samples, cfg.pass_threshold, cfg.resamples)
@@ -81,6 +81,7 @@ async def evaluate(solver: Solver, suites: Sequence[SuiteInput], cfg: EvalConfig
         summary["curves"] = curves(cells.records_by_length(), cfg.prices)
     summary["run"]["seconds"] = round(time.perf_counter() - start, 2)
     summary["run"]["executed"] = sum(r.executed for r in runs) + (cells.executed if grid else 0)
+    summary["run"]["skipped"] = sum(r.skipped for r in runs) + (cells.skipped if grid else 0)
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     if report:
         from temper.evals.report import write_run_report
@@ -119,6 +120,6 @@ def summary_lines(run: EvalRun) -> list[str]:
     if g := run.summary.get("longctx_grid"):
         lines.append(f"longctx grid: effective length {g['effective_length']} (base score {g['base_score']}), "
                      f"by length {g['by_length']}")
-    lines.append(f"ran {run.summary['run']['executed']} items ({run.skipped} already done); "
+    lines.append(f"ran {run.summary['run']['executed']} items ({run.summary['run']['skipped']} already done); "
                  f"summary: {run.out_dir / SUMMARY_FILE}; report: {run.out_dir / 'report.html'}")
     return lines

@@ -62,6 +62,7 @@ class GridRun:
     config: GridConfig
     cells: list[Cell]
     executed: int = 0
+    skipped: int = 0
 
     def scores(self, pick: Any = None) -> dict[tuple[int, float], list[float]]:
         out: dict[tuple[int, float], list[float]] = defaultdict(list)
@@ -117,4 +118,5 @@ async def run_grid(solver: Solver, cfg: EvalConfig, out_dir: Path, gate: Gate | 
             sr = await run_suite(solver, (suite, suite.tasks()), cell_cfg, out_dir / slug(c.spec), progress, gate)
             c.records = sr.records
             run.executed += sr.executed
+            run.skipped += sr.skipped
     return run

@@ -21,6 +21,7 @@ class MeteredClient:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls = self.tokens_in = self.tokens_out = 0
+        self.max_context = 0  # the longest sequence (prompt + output) of one call: what the KV cache held
         self.ttft_s: float | None = None
         self._decode_s = 0.0
         self._decode_tokens = 0
@@ -50,6 +51,7 @@ class MeteredClient:
         self.calls += 1
         self.tokens_in += len(token_ids)
         self.tokens_out += n
+        self.max_context = max(self.max_context, len(token_ids) + n)
         return completion
 
     @property

@@ -23,8 +23,9 @@ class ModelSolver:
     name = "model"
 
     def __init__(self, client: Any, tokenizer: ChatTokenizer, cfg: EvalConfig, max_model_len: int | None = None,
-                 owned: Any = None) -> None:
+                 owned: Any = None, model_name: str | None = None) -> None:
         self.client, self.tok, self.cfg = client, tokenizer, cfg
+        self.model_name = model_name or cfg.model  # what summary.json names as the model
         self.max_model_len = max_model_len
         self._owned = owned  # an engine this solver started and must close
 
@@ -36,14 +37,16 @@ class ModelSolver:
         start = time.perf_counter()
         loaded = load_model(cfg.model)
         log.info("loaded %s in %.1f s", cfg.model, time.perf_counter() - start)
-        return cls.from_model(loaded.model, loaded.tokenizer, cfg)
+        return cls.from_model(loaded.model, loaded.tokenizer, cfg, cfg.model)
 
     @classmethod
-    def from_model(cls, model: Any, tokenizer: ChatTokenizer, cfg: EvalConfig) -> "ModelSolver":
+    def from_model(cls, model: Any, tokenizer: ChatTokenizer, cfg: EvalConfig,
+                   model_name: str = "in-memory model") -> "ModelSolver":
+        """An in-process engine on a model object (e.g. the policy being trained)."""
         from temper.engine import AsyncEngine, LLMEngine
 
         engine = AsyncEngine(LLMEngine(model, tokenizer, cfg.engine))
-        return cls(engine, tokenizer, cfg, engine.engine.max_model_len, owned=engine)
+        return cls(engine, tokenizer, cfg, engine.engine.max_model_len, owned=engine, model_name=model_name)
 
     def limits(self) -> EpisodeLimits:
         a = self.cfg.agent
@@ -65,7 +68,15 @@ class ModelSolver:
         result = await AgentLoop(metered, self.tok, agent).run(env, group_id=task.id, episode_id=f"s{sample}")
         return Outcome(result.reward, output=result.answer, tokens_in=metered.tokens_in,
                        tokens_out=metered.tokens_out, ttft_s=metered.ttft_s, tpot_s=metered.tpot_s,
-                       turns=len(result.turns), info={"windows": len(result.trajectories)})
+                       turns=len(result.turns), info={"windows": len(result.trajectories),
+                                                      "kv_cache_mb": self._kv_mb(metered.max_context)})
+
+    def _kv_mb(self, tokens: int) -> float | None:
+        """KV cache memory of the item's longest sequence: the memory that grows with context length
+        (the process peak barely moves, since the engine allocates its cache up front)."""
+        engine = getattr(self._owned, "engine", None) or getattr(self.client, "engine", None)
+        per_token = getattr(engine, "kv_bytes_per_token", None)
+        return round(tokens * per_token / 2**20, 3) if per_token else None
 
     def close(self) -> None:
         if self._owned is not None:

@@ -80,11 +80,11 @@ def depth_profile(grid: dict[str, Any], path: Path) -> Path:
 def cost_curves(curves: dict[str, Any], path: Path) -> Path:
     pts = curves["points"]
     x = [p["prompt_tokens"] or p["length"] for p in pts]
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
-    for ax, key, label in zip(axes, ("ttft_s", "tpot_s", "peak_mem_mb", "cost_per_item"),
-                              ("time to first token (s)", "time per output token (s)", "peak memory (MiB)",
-                               "cost per item ($)"), strict=True):
-        ax.plot(x, [p[key] if p[key] is not None else float("nan") for p in pts], "o-")
+    fig, axes = plt.subplots(1, 5, figsize=(18, 3.4))
+    for ax, key, label in zip(axes, ("ttft_s", "tpot_s", "peak_mem_mb", "kv_cache_mb", "cost_per_item"),
+                              ("time to first token (s)", "time per output token (s)", "peak process memory (MiB)",
+                               "KV cache per item (MiB)", "cost per item ($)"), strict=True):
+        ax.plot(x, [p.get(key) if p.get(key) is not None else float("nan") for p in pts], "o-")
         ax.set(xlabel="prompt tokens", title=label)
     return _save(fig, path)
 

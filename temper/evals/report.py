@@ -107,9 +107,9 @@ def run_blocks(folder: Path, summary: dict[str, Any]) -> list[Block]:
                    ("img", ("longctx_profile.png", "accuracy by depth and by length"))]
     if curves := summary.get("curves"):
         plots.cost_curves(curves, folder / "curves.png")
-        keys = ("length", "prompt_tokens", "ttft_s", "tpot_s", "peak_mem_mb", "cost_per_item")
+        keys = ("length", "prompt_tokens", "ttft_s", "tpot_s", "peak_mem_mb", "kv_cache_mb", "cost_per_item")
         blocks += [("h2", "Latency and cost by context length"),
-                   ("table", (list(keys), [[p[k] for k in keys] for p in curves["points"]])),
+                   ("table", (list(keys), [[p.get(k) for k in keys] for p in curves["points"]])),
                    ("img", ("curves.png", "latency, memory and cost by context length"))]
     return blocks
 
