@@ -152,3 +152,34 @@ def test_sandboxed_episodes_run_concurrently(scripted, smollm2_tokenizer) -> Non
     results = asyncio.run(run_episodes(loop, suite, [task], n=8, concurrency=8))
     assert time.monotonic() - start < 6  # 8 one-second commands overlapped, not run one after another
     assert [r.reward.value for r in results] == [1.0] * 8 and all(len(r.turns) == 2 for r in results)
+
+
+def test_a_template_that_renders_tools_itself(scripted, smollm2_tokenizer) -> None:
+    """Qwen2.5's template renders the `tools` schema and wraps tool results in <tool_response>:
+    the loop hands it the tools instead of writing them into the system prompt, and the ids
+    still decode to exactly what the template renders."""
+    from pathlib import Path
+
+    from temper.models import Tokenizer
+
+    qwen = Tokenizer(smollm2_tokenizer.backend, smollm2_tokenizer.config)
+    qwen.chat_template = (Path(__file__).parents[1] / "models" / "data" / "qwen2_5_chat_template.jinja").read_text()
+    suite, task = _terminal_task("text-word-count")
+    turns = ['<tool_call>\n{"name": "bash", "arguments": {"command": "wc -w < input.txt > count.txt"}}\n</tool_call>\n'
+             '<tool_call>\n{"name": "bash", "arguments": {"command": "cat count.txt"}}\n</tool_call>',
+             '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>']
+    client = scripted(turns)  # same vocabulary: the scripted ids are valid for both
+    res = asyncio.run(AgentLoop(client, qwen).run(suite.make_env(task)))
+    assert res.reward.value == 1.0
+    text = qwen.decode(res.trajectory.token_ids, skip_special_tokens=False)
+    assert text == qwen.apply_chat_template(res.messages, tools=[t.schema for t in _offered(task, suite)]).rstrip("\n")
+    system = text[: text.index("<|im_start|>user")]
+    assert system.count('"name": "bash"') == 1  # the template's own tools block, not a second one of ours
+    assert "<tool_response>\nexit code 0\n17\n</tool_response>" in text
+
+
+def _offered(task, suite):
+    from temper.agent import BUILTIN
+
+    return [BUILTIN[n] for n in suite.make_env(task).tools]
+
