@@ -70,18 +70,24 @@ def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32) -> L
     cfg = read_config(folder)
     state = load_state_dict(folder, dtype)
     state = {k: v for k, v in state.items() if "rotary_emb" not in k}  # old checkpoints stored inv_freq
-    if cfg.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
     model = empty_model(cfg)
-    expected = {k for k in model.state_dict() if not (cfg.tie_word_embeddings and k == "lm_head.weight")}
+    assign_weights(model, state, f"{folder}: weights do not match config.json")
+    return model.eval()  # already in `dtype`; the RoPE buffer stays fp32 on purpose
+
+
+def assign_weights(model: LlamaForCausalLM, state: dict[str, torch.Tensor], mismatch: str) -> None:
+    """Make `state`'s tensors the model's weights (no copy); every weight must be there, as
+    `empty_model` leaves uninitialised memory behind any that is not."""
+    tied = model.config.tie_word_embeddings
+    state = {k: v for k, v in state.items() if not (tied and k == "lm_head.weight")}
+    expected = {k for k in model.state_dict() if not (tied and k == "lm_head.weight")}
     missing, unexpected = expected - set(state), set(state) - expected
     if missing or unexpected:
         detail = f"missing {sorted(missing)[:3]}" if missing else f"unexpected {sorted(unexpected)[:3]}"
-        raise TemperError(f"{folder}: weights do not match config.json ({detail})")
-    model.load_state_dict(state, strict=False, assign=True)  # assign: the loaded tensors, no copy
-    if cfg.tie_word_embeddings:
+        raise TemperError(f"{mismatch} ({detail})")
+    model.load_state_dict(state, strict=False, assign=True)
+    if tied:  # assign replaced the embedding Parameter: point the head at the new one
         model.lm_head.weight = model.model.embed_tokens.weight
-    return model.eval()  # already in `dtype`; the RoPE buffer stays fp32 on purpose
 
 
 def empty_model(cfg: ModelConfig) -> LlamaForCausalLM:

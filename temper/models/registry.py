@@ -18,6 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temper.errors import TemperError
+from temper.models.checkpoint import assign_weights, empty_model, save_checkpoint
+from temper.models.config import ModelConfig
+from temper.models.gguf_loader import gguf_hf_config, gguf_state_dict, open_gguf
+from temper.models.gguf_tokenizer import tokenizer_from_gguf
+from temper.models.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -125,12 +130,6 @@ def _stamp_matches(folder: Path, source: dict[str, object]) -> bool:
 
 def convert_gguf(gguf_path: Path, folder: Path) -> None:
     """Write the GGUF file's model and tokenizer as an HF folder (fp32 safetensors)."""
-    from temper.models.checkpoint import empty_model, save_checkpoint
-    from temper.models.config import ModelConfig
-    from temper.models.gguf_loader import gguf_hf_config, gguf_state_dict, open_gguf
-    from temper.models.gguf_tokenizer import tokenizer_from_gguf
-    from temper.models.tokenizer import Tokenizer
-
     gguf = open_gguf(gguf_path)
     backend, tok_config = tokenizer_from_gguf(gguf)
     hf = gguf_hf_config(gguf)
@@ -139,9 +138,7 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
     log.info("converting %s to safetensors (once; later loads reuse it)", gguf_path.name)
     state = gguf_state_dict(gguf, hf)
     model = empty_model(cfg)
-    model.load_state_dict(state, strict=not cfg.tie_word_embeddings, assign=True)
-    if cfg.tie_word_embeddings:
-        model.lm_head.weight = model.model.embed_tokens.weight
+    assign_weights(model, state, f"{gguf_path}: tensors do not match the file's hyper-parameters")
     save_checkpoint(model, folder)
     Tokenizer(backend, tok_config).save(folder)
 
