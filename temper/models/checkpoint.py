@@ -1,7 +1,7 @@
 """Hugging Face checkpoint folders: config.json + single or sharded safetensors.
 
-`load_checkpoint` builds the model without random initialisation (on the meta device) and
-assigns the stored tensors; `save_checkpoint` writes a folder transformers' own
+`load_checkpoint` builds the model without random initialisation and assigns the stored
+tensors as its weights (no copy); `save_checkpoint` writes a folder transformers' own
 `AutoModelForCausalLM.from_pretrained` loads.
 """
 
