@@ -22,8 +22,8 @@ def register(app: typer.Typer) -> None:
         cmd: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
         timeout: Annotated[float | None, typer.Option("--timeout", help="Wall-time limit, seconds.")] = None,
         memory_mb: Annotated[int | None, typer.Option("--memory-mb", help="Memory limit, MiB.")] = None,
-        workspace: Annotated[Path | None, typer.Option("--workspace", help="Template folder, seen at "
-                                                       "workspace_mount (/app); the folder itself is never changed.")] = None,
+        workspace: Annotated[Path | None, typer.Option(
+            "--workspace", help="Template folder, seen at workspace_mount (/app); never changed itself.")] = None,
         isolation: Annotated[str | None, typer.Option("--isolation", help="auto, bwrap, landlock or none.")] = None,
         config: ConfigOption = None,
         sets: SetOption = None,

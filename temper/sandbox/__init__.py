@@ -12,6 +12,6 @@ from temper.sandbox.result import ExecResult, FileEntry
 from temper.sandbox.sandbox import Sandbox
 
 __all__ = [
-    "AsyncSandbox", "AsyncSandboxPool", "AuditLog", "ExecResult", "FileEntry", "IsolationUnavailable", "Limits", "Mount", "PathEscapeError",
-    "Sandbox", "SandboxConfig", "SandboxCrashed", "SandboxError", "SandboxPool", "verify",
+    "AsyncSandbox", "AsyncSandboxPool", "AuditLog", "ExecResult", "FileEntry", "IsolationUnavailable", "Limits",
+    "Mount", "PathEscapeError", "Sandbox", "SandboxConfig", "SandboxCrashed", "SandboxError", "SandboxPool", "verify",
 ]

@@ -42,7 +42,8 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int) -> tuple[li
     py = layout.python_env(cfg)
     if py is not None:
         a += ["--ro-bind", str(py), str(py)]  # same path inside: its scripts' #! lines name it
-    views = [{"name": "ws", "dest": cfg.workspace_mount, "lower": f"{TEMPLATES}/{template_key}" if template_key else None}]
+    lower = f"{TEMPLATES}/{template_key}" if template_key else None
+    views = [{"name": "ws", "dest": cfg.workspace_mount, "lower": lower}]
     a += ["--dir", cfg.workspace_mount]
     hide = [TEMPLATES]
     for i, m in enumerate(cfg.mounts):

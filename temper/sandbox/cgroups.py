@@ -5,6 +5,7 @@ the supervisor is moved in before it runs anything, and every process a command 
 inherits it. OOM kills and pids-limit hits are read back to say which limit was hit.
 """
 
+import contextlib
 import os
 import signal
 import time
@@ -120,10 +121,8 @@ class Cgroup:
                 except OSError:
                     break
                 for pid in pids:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
                 try:
                     d.rmdir()
                     break

@@ -7,7 +7,6 @@ the mode `isolation` resolves to, not from guesses about the host.
 import os
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from temper.sandbox import bwrap, cgroups, layout, modes, seccomp
 from temper.sandbox.config import SandboxConfig
@@ -71,7 +70,8 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
                            else "copying fallback (no overlay here)"))
         disk = mode == "bwrap" or (sb._sup is not None and sb._sup._folder is not None and sb._sup._folder[1])
     lim = cfg.limits
-    out.append(Feature("rlimits", True, f"cpu {lim.cpu_time_s} s, address space {lim.rlimit_as_bytes and lim.rlimit_as_bytes >> 20} MiB, "
+    as_mib = f"{lim.rlimit_as_bytes >> 20} MiB" if lim.rlimit_as_bytes else "unlimited"
+    out.append(Feature("rlimits", True, f"cpu {lim.cpu_time_s} s, address space {as_mib}, "
                        f"processes {lim.processes}, file size {lim.file_size_mb} MiB, open files {lim.open_files}"))
     out.append(Feature("wall time", True, f"{lim.wall_time_s} s per exec, enforced by the supervisor"))
     out.append(Feature("output cap", True, f"{lim.output_bytes} bytes per stream, then cut (SIGPIPE)"))

@@ -7,6 +7,7 @@ workspace stays at its host path (`Sandbox.workdir`), and /tmp is the sandbox's 
 folder (TMPDIR). When we are root, the sandbox folder is a tmpfs of `disk_mb`.
 """
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -41,10 +42,8 @@ def prepare_folder(cfg: SandboxConfig, sandbox_id: str, uid: int) -> tuple[Path,
 
 def remove_folder(folder: Path, mounted: bool) -> None:
     if mounted:
-        try:
+        with contextlib.suppress(OSError):
             native.umount(str(folder))
-        except OSError:
-            pass
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -95,9 +94,7 @@ def kill_uid(uid: int) -> None:
                 continue
             if st.st_uid == uid:
                 found = True
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(int(name), 9)
-                except OSError:
-                    pass
         if not found:
             return

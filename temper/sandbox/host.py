@@ -87,8 +87,10 @@ class Supervisor:
             argv, kw = bwrap.as_uid(cfg.uid, argv)
             pass_fds = (info_w,)
         else:
-            self._lease = uids.lease(cfg.uid + 1, cfg.uid_slots, layout.state_dir(cfg) / "uids") if self.mode != "none" \
-                else uids.UidLease(os.getuid(), None)
+            if self.mode == "none":
+                self._lease = uids.UidLease(os.getuid(), None)
+            else:
+                self._lease = uids.lease(cfg.uid + 1, cfg.uid_slots, layout.state_dir(cfg) / "uids")
             self._folder = direct.prepare_folder(cfg, self.id, self._lease.uid)
             plan = direct.plan(cfg, self.mode, self._folder[0], key, self._lease.dedicated)
             argv = direct.argv(cfg)
@@ -97,13 +99,13 @@ class Supervisor:
                 bpf = seccomp.build_filter(True)
                 argv, kw = bwrap.as_uid(self._lease.uid, argv)
             pass_fds = ()
+        if "pids" in parents:  # let the pids cgroup, whose hits can be counted, stop a fork bomb first
+            plan.init["rlimits"] = [(k, lo + 2, hi + 2) if k == "nproc" else (k, lo, hi)
+                                    for k, lo, hi in plan.init["rlimits"]]
         self.plan = plan
-        log = open(self._log_path(), "wb")  # the supervisor's own stderr (set-up failures)
-        try:
-            self._proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                          bufsize=0, pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, **kw)
-        finally:
-            log.close()
+        with open(self._log_path(), "wb") as log:  # the supervisor's own stderr (set-up failures)
+            self._proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, bufsize=0,
+                                pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, **kw)
         pid = self._proc.pid
         if self.mode == "bwrap":
             os.close(info_w)
@@ -111,7 +113,7 @@ class Supervisor:
         if version is not None:
             lim = cfg.limits
             self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + lim.disk_mb) << 20,
-                                          lim.processes + 1, lim.cpus)
+                                          lim.processes, lim.cpus)
             with contextlib.suppress(ProcessLookupError):  # died at once: `call` reports why
                 self.cgroup.add(pid)
         reply, _ = self.call({"op": "init", **plan.init}, bpf, timeout=30, init=True)
@@ -130,10 +132,8 @@ class Supervisor:
         proc, self._proc = self._proc, None
         if proc is not None:
             for f in (proc.stdin, proc.stdout):
-                try:
+                with contextlib.suppress(OSError):
                     f.close()
-                except OSError:
-                    pass
             try:
                 proc.wait(timeout=2)  # on EOF the supervisor kills what is left and exits
             except subprocess.TimeoutExpired:
@@ -151,17 +151,15 @@ class Supervisor:
         if self._folder is not None:
             direct.remove_folder(*self._folder)
             self._folder = None
-        try:
+        with contextlib.suppress(OSError):
             self._log_path().unlink()
-        except OSError:
-            pass
 
     # -- protocol ------------------------------------------------------------------------------
     def call(self, meta: dict[str, Any], blob: bytes = b"", timeout: float = 30.0,
               init: bool = False) -> tuple[dict[str, Any], bytes]:
         proc = self._proc
         if proc is None or (not init and proc.poll() is not None):
-            raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts it")
+            raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts")
         try:
             wire.send(proc.stdin, meta, blob)
             ready, _, _ = select.select([proc.stdout], [], [], timeout)

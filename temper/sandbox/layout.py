@@ -16,7 +16,8 @@ INSIDE_DIR = Path(__file__).parent / "inside"
 SANDBOX_UID = 1000  # the uid commands see inside a bwrap sandbox
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "nsswitch.conf")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-PASSWD = "root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/tmp:/bin/bash\nnobody:x:65534:65534::/:/bin/false\n"
+PASSWD = ("root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/tmp:/bin/bash\n"
+          "nobody:x:65534:65534::/:/bin/false\n")
 GROUP = "root:x:0:\nsandbox:x:1000:\nnobody:x:65534:\n"
 
 

@@ -87,9 +87,9 @@ class Sandbox:
         for dest, real in sorted(self._live().plan.dest_map.items(), key=lambda kv: -len(kv[0])):
             if p == PurePosixPath(dest) or PurePosixPath(dest) in p.parents:
                 return str(PurePosixPath(real) / p.relative_to(dest))
-        if self.config.workspace_mount != self.workdir and (
-                p == PurePosixPath(self.config.workspace_mount) or PurePosixPath(self.config.workspace_mount) in p.parents):
-            return str(PurePosixPath(self.workdir) / p.relative_to(self.config.workspace_mount))
+        mount = PurePosixPath(self.config.workspace_mount)
+        if str(mount) != self.workdir and (p == mount or mount in p.parents):
+            return str(PurePosixPath(self.workdir) / p.relative_to(mount))
         return str(p)
 
     # -- requests -----------------------------------------------------------------------------

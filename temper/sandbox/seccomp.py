@@ -8,6 +8,7 @@ yet scope pathname sockets. clone3 answers ENOSYS so that libc falls back to clo
 flags a filter can inspect.
 """
 
+import contextlib
 import errno
 import tempfile
 from functools import lru_cache
@@ -35,10 +36,8 @@ def build_filter(strict_unix: bool) -> bytes:
     f = sc.SyscallFilter(defaction=sc.ALLOW)
     eperm = sc.ERRNO(errno.EPERM)
     for name in DENY:
-        try:
+        with contextlib.suppress(RuntimeError, ValueError, OSError):  # a syscall this arch lacks
             f.add_rule(eperm, name)
-        except (RuntimeError, ValueError, OSError):
-            pass  # a syscall this architecture does not have
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     f.add_rule(eperm, "unshare", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
     f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))

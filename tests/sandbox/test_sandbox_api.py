@@ -47,7 +47,7 @@ def test_files_and_reset_restore_the_template(sbx: Sandbox, template: Path) -> N
     assert sbx.read_file("hello.txt").decode() == before == (template / "hello.txt").read_text()
     assert sbx.exec("ls; ls /tmp; ls " + sbx.path("/logs")).text == "hello.txt\npkg\n"
     assert sorted(p.name for p in template.iterdir()) == ["hello.txt", "pkg"]  # the template untouched
-    with pytest.raises(SandboxError, match="missing.txt"):
+    with pytest.raises(SandboxError, match=r"missing\.txt"):
         sbx.read_file("missing.txt")
 
 
@@ -114,7 +114,7 @@ def test_bad_input_is_one_clear_error(state_dir: Path, tmp_path: Path) -> None:
         Mount(dest="/proc", writable=True)
     from temper.config import load_config
 
-    with pytest.raises(ConfigError, match="limits.memory_mb"):
+    with pytest.raises(ConfigError, match=r"limits\.memory_mb"):
         load_config(SandboxConfig, None, ["limits.memory_mb=1"])
     assert issubclass(SandboxError, TemperError)
 

@@ -16,7 +16,11 @@ from temper.sandbox import PathEscapeError, Sandbox
 
 @pytest.mark.timeout(60)
 def test_fork_bomb_is_contained(sbx: Sandbox) -> None:
-    r = sbx.exec(":(){ :|:& };:", timeout=5)
+    r = sbx.exec(":(){ :|:& };:", timeout=5)  # the shell's classic: contained (it may not reach the limit)
+    assert r.limit in (None, "processes"), r
+    assert len(sandbox_pids(sbx)) == 1
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    r = sbx.exec(["python3", "-c", bomb], timeout=2)  # forks until the wall clock: hits the process limit
     assert r.limit == "processes", r
     assert subprocess.run(["/bin/true"]).returncode == 0  # the host can still fork
     healthy(sbx)
@@ -29,11 +33,11 @@ def test_memory_bomb_is_contained(sbx: Sandbox) -> None:
     healthy(sbx)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(150)
 def test_cpu_loop_hits_the_cpu_limit(sbx: Sandbox) -> None:
-    r = sbx.exec(["python3", "-c", "while True: pass"])
+    r = sbx.exec(["python3", "-c", "while True: pass"], timeout=60)  # a loaded host gives it little CPU
     assert r.limit == "cpu" and r.exit_code == -signal.SIGXCPU, r
-    assert r.duration_s < 5
+    assert r.cpu_s < 2.5
     healthy(sbx)
 
 
@@ -121,7 +125,8 @@ def test_host_files_outside_are_unreadable(sbx: Sandbox, public_tmp: Path) -> No
 @pytest.mark.timeout(60)
 def test_writes_outside_the_workspace_fail(sbx: Sandbox, public_tmp: Path) -> None:
     target = public_tmp / "planted-by-sandbox"
-    r = sbx.exec(f"for p in /usr/x /etc/x /x {target} {Path.home()}/x /opt/suid/x; do touch $p && echo wrote $p; done; true")
+    paths = f"/usr/x /etc/x /x {target} {Path.home()}/x /opt/suid/x"
+    r = sbx.exec(f"for p in {paths}; do touch $p && echo wrote $p; done; true")
     assert b"wrote" not in r.stdout, r
     assert not target.exists() and not (Path.home() / "x").exists()
     healthy(sbx)

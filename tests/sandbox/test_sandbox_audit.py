@@ -52,4 +52,5 @@ def test_audit_log_chains_across_writers(tmp_path: Path) -> None:
         (a if i % 2 else b).append("sb", "exec", i=i)
     a.close()
     b.close()
-    assert verify(path) == (True, f"{path}: 5 records intact, head {json.loads(path.read_text().splitlines()[-1])['hash']}")
+    head = json.loads(path.read_text().splitlines()[-1])["hash"]
+    assert verify(path) == (True, f"{path}: 5 records intact, head {head}")

@@ -11,8 +11,9 @@ TEMPER = [sys.executable, "-m", "temper"]
 
 @pytest.mark.timeout(120)
 def test_temper_sandbox_cli(tmp_path: Path) -> None:
-    r = subprocess.run([*TEMPER, "sandbox", "run", "--timeout", "5", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
-                       cwd=tmp_path, capture_output=True, text=True)
+    cmd = ["sh", "-c", "echo out; echo err >&2; exit 3"]
+    r = subprocess.run([*TEMPER, "sandbox", "run", "--timeout", "5", "--", *cmd], cwd=tmp_path, capture_output=True,
+                       text=True)
     assert (r.returncode, r.stdout, r.stderr) == (3, "out\n", "err\n")
 
     r = subprocess.run([*TEMPER, "sandbox", "run", "--workspace", "missing", "--", "true"], cwd=tmp_path,
@@ -25,4 +26,5 @@ def test_temper_sandbox_cli(tmp_path: Path) -> None:
     (tmp_path / "tampered.jsonl").write_text(lines[0] + lines[2])
     r = subprocess.run([*TEMPER, "sandbox", "audit-verify", "tampered.jsonl"], cwd=tmp_path,
                        capture_output=True, text=True)
-    assert r.returncode == 1 and r.stdout.strip() == "tampered.jsonl:2: chain broken (a record before it was removed or edited)"
+    assert r.returncode == 1
+    assert r.stdout.strip() == "tampered.jsonl:2: chain broken (a record before it was removed or edited)"

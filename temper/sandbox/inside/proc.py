@@ -9,6 +9,7 @@ import resource
 import select
 import signal
 import time
+
 import native
 
 CHUNK = 1 << 16
@@ -197,7 +198,7 @@ def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int
         os.dup2(err_w, 2)
         for res, soft, hard in jail.rlimits:
             resource.setrlimit(res, (soft, hard))
-        try:  # noqa: SIM105 - contextlib would cost start-up time here
+        try:
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")  # under memory pressure the command dies, not the supervisor
         except OSError:
