@@ -1,0 +1,266 @@
+"""The FastAPI app: OpenAI-compatible routes in front of the shared engine.
+
+    app = create_app(ServeConfig(model="smollm2-135m"))
+    uvicorn.run(app, host="127.0.0.1", port=8000)
+
+Admission is bounded (`queue.max_requests` in flight; beyond it 429 + Retry-After), a bad
+request is a 400 naming its field, and a request that fails in the engine fails alone (500 for
+it, the others keep running). Every request, refused ones included, leaves a usage record.
+"""
+
+import asyncio
+import logging
+import time
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from temper.engine import RequestError, SamplingParams
+from temper.errors import TemperError
+from temper.serve.chat import chat_prompt_ids
+from temper.serve.config import ServeConfig
+from temper.serve.metrics import Metrics
+from temper.serve.responses import Job
+from temper.serve.router import Router, UnknownModel, split_model
+from temper.serve.schemas import (
+    ChatRequest,
+    CompletionRequest,
+    LoadWeightsRequest,
+    Sampling,
+    describe_validation,
+    error_body,
+)
+from temper.serve.streaming import stream_job
+from temper.serve.usage import UsageLog, UsageRecord, key_id
+from temper.serve.variants import Variants
+
+log = logging.getLogger("temper.serve")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error", headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+        self.headers = headers or {}
+
+
+def served_name(cfg: ServeConfig) -> str:
+    if cfg.served_name:
+        return cfg.served_name
+    p = Path(cfg.model)
+    return p.stem if p.suffix == ".gguf" else p.name if ("/" in cfg.model or p.exists()) else cfg.model
+
+
+class Server:
+    def __init__(self, cfg: ServeConfig, variants: Variants):
+        self.cfg, self.variants = cfg, variants
+        self.name = served_name(cfg)
+        self.router = Router(cfg.routing)
+        self.metrics = Metrics(variants)
+        self.usage = UsageLog(cfg.usage, self.metrics)
+        self.reserving = 0  # requests between admission and the engine (their prompts being prepared)
+        self.draining = False
+
+    def admit(self, key: str) -> None:
+        """Budget and queue checks; raises the 429 (or 503 while shutting down)."""
+        if self.draining:
+            raise ApiError(503, "the server is shutting down", code="shutting_down", kind="server_error")
+        if (why := self.usage.budgets.refusal(key)) is not None:
+            self.metrics.rejected.labels(reason="budget").inc()
+            raise ApiError(429, f"budget exceeded: {why}", code="budget_exceeded", kind="rate_limit_error",
+                           headers={"Retry-After": str(_seconds_to_utc_midnight())})
+        busy = self.variants.inflight + self.reserving
+        if busy >= self.cfg.queue.max_requests:
+            self.metrics.rejected.labels(reason="queue_full").inc()
+            raise ApiError(429, f"server busy: {busy} requests in flight (queue.max_requests="
+                           f"{self.cfg.queue.max_requests}); retry later", code="queue_full",
+                           kind="rate_limit_error", headers={"Retry-After": str(self.cfg.queue.retry_after_s)})
+
+    async def generate(self, request: Request, body: Sampling, kind: str) -> Response:
+        try:
+            requested = split_model(body.model, self.name)
+        except UnknownModel as exc:
+            raise ApiError(404, str(exc), param="model", code="model_not_found") from None
+        api_key = request.headers.get("authorization", "").removeprefix("Bearer ").strip() or None
+        key = key_id(api_key)
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:24]}"
+        record = UsageRecord(rid, kind, body.model, "standard", "none", key)
+        try:
+            self.admit(key)
+        except ApiError as exc:
+            record.status, record.http_status, record.error = "rejected", exc.status, exc.message
+            self.usage.finish(record)
+            raise
+        self.reserving += 1
+        try:
+            job, run = await self._start(request, body, kind, requested, key, rid, record)
+        finally:
+            self.reserving -= 1
+        headers = {"X-Variant": job.record.variant, "X-Route-Reason": job.record.route_reason, "X-Request-Id": rid}
+        if body.stream:
+            include = body.stream_options.include_usage if body.stream_options else True
+            return StreamingResponse(stream_job(job, run, self.usage, include), media_type="text/event-stream",
+                                     headers=headers)
+        status = "aborted"
+        try:
+            async for p, item in run:
+                job.seen(item, p)
+            status = "error" if job.error else "ok"
+        finally:
+            run.close()
+            if status != "ok":
+                job.finish(self.usage, status, 500 if status == "error" else 499, job.error)
+        if job.error:
+            raise ApiError(500, job.error, kind="server_error", headers=headers)
+        out = job.body()
+        job.finish(self.usage, "ok")
+        return JSONResponse(out, headers=headers)
+
+    async def _start(self, request: Request, body: Sampling, kind: str, requested: str, key: str, rid: str,
+                     record: UsageRecord) -> tuple[Job, Any]:
+        tok = self.variants.tokenizer
+        tools, field = [], "prompt"
+        try:
+            if isinstance(body, ChatRequest):
+                field = "messages"
+                ids, tools = await asyncio.to_thread(chat_prompt_ids, tok, body)
+                prompts, content = [ids], [m.model_dump(exclude_none=True) for m in body.messages]
+                logprobs = (body.top_logprobs or 0) if body.logprobs else None
+            else:
+                assert isinstance(body, CompletionRequest)
+                prompts = [tok.encode(p, add_special_tokens=True) if isinstance(p, str) else list(p)
+                           for p in body.prompts()]
+                content, logprobs = body.prompt, body.logprobs
+        except (TemperError, ValueError) as exc:
+            raise self._reject(record, 400, f"{field}: {exc}", field) from None
+        max_tokens = (getattr(body, "max_completion_tokens", None) or body.max_tokens
+                      or self.cfg.max_tokens_default)
+        params = SamplingParams(
+            temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
+            repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty, seed=body.seed, max_tokens=max_tokens, n=body.n,
+            stop=list(body.stop or []), ignore_eos=body.ignore_eos, logprobs=logprobs or 0)
+        route = self.router.route(
+            requested, temperature=body.temperature, prompt_tokens=max(len(p) for p in prompts),
+            inflight=self.variants.inflight, latency_budget_ms=_hint(request, body, "latency_budget_ms"),
+            task_type=_hint(request, body, "task_type"), user_key=body.user or key)
+        record.variant, record.route_reason = route.variant, route.reason
+        self.metrics.routes.labels(variant=route.variant, reason=route.reason).inc()
+        job = Job(kind, rid, body.model, prompts, params, record, tok, tools, logprobs, body.return_token_ids,
+                  content)
+        try:
+            run = await self.variants.submit(prompts, params, rid, route.variant)
+        except RequestError as exc:
+            param = _param_of(str(exc), field)
+            raise self._reject(record, 400, str(exc), param) from None
+        return job, run
+
+    def _reject(self, record: UsageRecord, status: int, message: str, param: str | None) -> ApiError:
+        record.status, record.http_status, record.error = "rejected", status, message
+        self.usage.finish(record)
+        return ApiError(status, message, param=param)
+
+
+def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
+    """The app for `cfg`; loads the model unless `variants` (an already built engine) is given."""
+    variants = variants or Variants.load(cfg.model, cfg.engine)
+    server = Server(cfg, variants)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        yield
+        # uvicorn has already let in-flight requests finish (its graceful timeout); cancel what remains.
+        server.draining = True
+        deadline = time.monotonic() + cfg.queue.shutdown_grace_s
+        while variants.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(variants.abort_all)
+        variants.close()
+
+    app = FastAPI(title="temper serve", lifespan=lifespan)
+    app.state.server = server
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(exc.message, exc.param, exc.kind, exc.code), exc.status, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = describe_validation(list(exc.errors()))
+        return JSONResponse(error_body(message, param), 400)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("request %s failed", request.url.path)
+        return JSONResponse(error_body(f"internal error: {type(exc).__name__}: {exc}", None, "server_error"), 500)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "draining" if server.draining else "ok", "model": server.name,
+                "policy_version": variants.version, "inflight": variants.inflight}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        names = [server.name, f"{server.name}:fast", f"{server.name}:auto"]
+        return {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "temper",
+                                            "max_model_len": variants.max_model_len} for n in names]}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        server.metrics.inflight.set(variants.inflight)
+        return Response(server.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request, body: CompletionRequest) -> Response:
+        return await server.generate(request, body, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request, body: ChatRequest) -> Response:
+        return await server.generate(request, body, "chat")
+
+    @app.post("/v1/load_weights")
+    async def load_weights(body: LoadWeightsRequest) -> dict[str, Any]:
+        if not cfg.allow_load_weights:
+            raise ApiError(403, "load_weights is disabled (allow_load_weights: false)", code="forbidden")
+        start = time.perf_counter()
+        try:
+            n = await variants.load_weights_from(body.path, body.version)
+        except TemperError as exc:
+            raise ApiError(400, f"path: {exc}", param="path") from None
+        log.info("loaded %d tensors from %s as version %d", n, body.path, body.version)
+        return {"version": body.version, "tensors": n, "seconds": round(time.perf_counter() - start, 3)}
+
+    return app
+
+
+def _hint(request: Request, body: Sampling, name: str) -> Any:
+    """A routing hint from the body or its header (X-Latency-Budget-Ms, X-Task-Type)."""
+    value = getattr(body, name)
+    if value is not None:
+        return value
+    header = request.headers.get({"latency_budget_ms": "x-latency-budget-ms", "task_type": "x-task-type"}[name])
+    if header is None:
+        return None
+    try:
+        return float(header) if name == "latency_budget_ms" else header
+    except ValueError:
+        raise ApiError(400, f"X-Latency-Budget-Ms: not a number ({header!r})", param="latency_budget_ms") from None
+
+
+def _param_of(message: str, default: str) -> str:
+    """The field an engine RequestError names ('sampling_params.top_k=...' -> 'top_k')."""
+    if "sampling_params." in message:
+        return message.split("sampling_params.", 1)[1].split("=", 1)[0].split(" ", 1)[0]
+    return default
+
+
+def _seconds_to_utc_midnight() -> int:
+    now = time.time()
+    return int(86400 - now % 86400) + 1

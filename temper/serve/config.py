@@ -1,0 +1,84 @@
+"""`ServeConfig`: everything `temper serve` needs, with defaults that run on a 2-core CPU."""
+
+from pydantic import Field, model_validator
+
+from temper.config import ConfigModel
+from temper.engine.config import EngineConfig, SpeculativeConfig
+from temper.runtime import RuntimeConfig
+
+
+class QueueConfig(ConfigModel):
+    # Requests admitted at once (running or waiting in the engine); beyond it: 429 + Retry-After.
+    max_requests: int = Field(64, ge=1)
+    retry_after_s: int = Field(1, ge=0)
+    shutdown_grace_s: float = Field(10.0, ge=0)  # in-flight requests get this long to finish, then abort
+
+
+class ABConfig(ConfigModel):
+    """A/B split for `M:auto`: a stable share of user keys goes to the fast variant."""
+
+    enabled: bool = False
+    fast_fraction: float = Field(0.5, ge=0, le=1)
+    salt: str = "temper-ab"  # change it to draw a new assignment
+
+
+class RoutingConfig(ConfigModel):
+    """How `M:auto` picks a variant. First rule that applies wins: explicit hints, load, A/B, prompt length."""
+
+    # A latency budget (header X-Latency-Budget-Ms or body latency_budget_ms) below this picks fast.
+    fast_below_latency_ms: float = Field(5000.0, ge=0)
+    # Task types (X-Task-Type or task_type) whose outputs copy their input: speculation pays there.
+    fast_task_types: list[str] = Field(default_factory=lambda: ["code", "edit", "extract", "rag", "summarize"])
+    standard_task_types: list[str] = Field(default_factory=lambda: ["chat", "creative"])
+    # Above this many requests in flight, speculation's extra verify work costs the batch: standard.
+    max_load_for_fast: int = Field(8, ge=0)
+    # Prompts at least this long (tokens) go fast: long inputs are what n-gram drafts copy from.
+    min_prompt_tokens_fast: int = Field(256, ge=0)
+    default: str = Field("standard", pattern="^(standard|fast)$")
+    ab: ABConfig = Field(default_factory=ABConfig)
+
+
+class Prices(ConfigModel):
+    """USD per million tokens."""
+
+    input: float = Field(0.0, ge=0)
+    cached_input: float = Field(0.0, ge=0)
+    output: float = Field(0.0, ge=0)
+
+
+class BudgetConfig(ConfigModel):
+    per_key_daily_usd: float | None = Field(None, ge=0)  # spend of one API key per UTC day
+    daily_usd: float | None = Field(None, ge=0)  # spend of the whole server per UTC day
+    alert_thresholds: list[float] = Field(default_factory=lambda: [0.5, 0.8, 1.0])  # shares of a budget
+    hard_limit: bool = False  # True: a key or day over budget gets 429 with the reason
+
+
+class UsageConfig(ConfigModel):
+    path: str | None = "runs/serve/usage.jsonl"  # per-request JSONL records; None: not written
+    log_content: bool = False  # store prompts and outputs (redacted: e-mails, phones, cards, keys)
+    prices: dict[str, Prices] = Field(default_factory=lambda: {
+        "standard": Prices(input=0.10, cached_input=0.025, output=0.40),
+        "fast": Prices(input=0.15, cached_input=0.04, output=0.60),
+    })
+    budgets: BudgetConfig = Field(default_factory=BudgetConfig)
+
+
+class ServeConfig(ConfigModel):
+    model: str = "smollm2-135m"  # a bundled name, an HF folder, a GGUF file or a Hub id
+    served_name: str | None = None  # the API's model name; default: the bundled name or folder name
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)  # 0: any free port (printed at start)
+    engine: EngineConfig = Field(default_factory=lambda: EngineConfig(
+        kv_budget_bytes=512 * 1024**2, speculative=SpeculativeConfig(method="ngram")))
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    usage: UsageConfig = Field(default_factory=UsageConfig)
+    max_tokens_default: int = Field(256, ge=1)  # when a request names none
+    allow_load_weights: bool = True  # POST /v1/load_weights (the server binds to 127.0.0.1 by default)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+
+    @model_validator(mode="after")
+    def _fast_needs_a_proposer(self) -> "ServeConfig":
+        if self.engine.speculative.method != "ngram":
+            raise ValueError("engine.speculative.method must be 'ngram': the fast variant is n-gram speculation")
+        return self

@@ -1,0 +1,130 @@
+"""One HTTP request's generation (`Job`) and the OpenAI response bodies built from its completions.
+
+Logprobs are the engine's: log p(token) under softmax(logits / temperature) before top-k/top-p
+truncation (plain softmax when greedy), the quantity an RL trainer recomputes.
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from temper.agent.tools.base import Tool
+from temper.engine import Completion, SamplingParams, TokenEvent
+from temper.serve.chat import split_tool_calls
+from temper.serve.usage import UsageLog, UsageRecord
+
+
+@dataclass
+class Job:
+    kind: str  # chat | completion
+    rid: str
+    model: str  # the model name as requested (echoed back)
+    prompts: list[list[int]]
+    params: SamplingParams
+    record: UsageRecord
+    tokenizer: Any
+    tools: list[Tool] = field(default_factory=list)
+    logprobs: int | None = None  # None: no logprobs; k: the sampled token plus k alternatives
+    return_token_ids: bool = False
+    content: Any = None  # the request's messages or prompt, for content logging (redacted there)
+    start: float = field(default_factory=time.perf_counter)
+    created: int = field(default_factory=lambda: int(time.time()))
+    done: dict[int, Completion] = field(default_factory=dict)
+    version: int | None = None
+
+    def choice_index(self, prompt_index: int, sample_index: int) -> int:
+        return prompt_index * self.params.n + sample_index
+
+    def seen(self, item: TokenEvent | Completion, prompt_index: int) -> int:
+        """Note an engine event; returns its choice index."""
+        if self.record.ttft_s is None and isinstance(item, TokenEvent):
+            self.record.ttft_s = time.perf_counter() - self.start
+        idx = self.choice_index(prompt_index, item.index)
+        if isinstance(item, Completion):
+            self.done[idx] = item
+            self.version = item.version if item.version is not None else self.version
+        return idx
+
+    @property
+    def error(self) -> str | None:
+        return next((c.error or "generation failed" for c in self.done.values() if c.finish_reason == "error"), None)
+
+    def usage(self) -> dict[str, Any]:
+        r = self.record
+        r.prompt_tokens = sum(len(p) for p in self.prompts)
+        # Samples of one prompt share it: cached tokens count once per prompt (its first sample).
+        r.cached_prompt_tokens = sum(c.num_cached_prompt_tokens for i, c in self.done.items()
+                                     if i % self.params.n == 0)
+        r.completion_tokens = sum(len(c.token_ids) for c in self.done.values())
+        return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                "total_tokens": r.prompt_tokens + r.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": r.cached_prompt_tokens}}
+
+    def finish(self, log: UsageLog, status: str, http_status: int = 200, error: str | None = None) -> None:
+        self.usage()
+        r = self.record
+        r.status, r.http_status, r.error = status, http_status, error
+        r.latency_s = time.perf_counter() - self.start
+        r.policy_version = self.version
+        r.finish_reasons = [self.done[i].finish_reason or "" for i in sorted(self.done)]
+        log.finish(r, self.content, [self.done[i].text for i in sorted(self.done)])
+
+    # ---- bodies ---------------------------------------------------------------------------
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def rl_fields(self, c: Completion) -> dict[str, Any]:
+        if not self.return_token_ids:
+            return {}
+        return {"prompt_token_ids": c.prompt_token_ids, "token_ids": c.token_ids, "token_logprobs": c.logprobs,
+                "versions": c.versions, "policy_version": c.version}
+
+    def completion_logprobs(self, c: Completion, start: int = 0, offset: int = 0) -> dict[str, Any] | None:
+        """The legacy completions shape: tokens, token_logprobs, top_logprobs, text_offset."""
+        if self.logprobs is None:
+            return None
+        tokens = [self.token_text(t) for t in c.token_ids[start:]]
+        offsets, pos = [], offset
+        for t in tokens:
+            offsets.append(pos)
+            pos += len(t)
+        tops = [{self.token_text(k): v for k, v in top.items()} for top in c.top_logprobs[start:]] \
+            if self.logprobs else None
+        return {"tokens": tokens, "token_logprobs": c.logprobs[start:], "top_logprobs": tops, "text_offset": offsets}
+
+    def chat_logprobs(self, token_ids: list[int], logprobs: list[float],
+                      tops: list[dict[int, float]]) -> dict[str, Any] | None:
+        if self.logprobs is None:
+            return None
+        content = []
+        for j, (t, lp) in enumerate(zip(token_ids, logprobs, strict=True)):
+            text = self.token_text(t)
+            alts = [{"token": (s := self.token_text(k)), "logprob": v, "bytes": list(s.encode())}
+                    for k, v in (tops[j].items() if j < len(tops) and self.logprobs else [])]
+            content.append({"token": text, "logprob": lp, "bytes": list(text.encode()), "top_logprobs": alts})
+        return {"content": content}
+
+    def finish_reason(self, c: Completion, tool_calls: list[Any] | None = None) -> str:
+        if tool_calls:
+            return "tool_calls"
+        return c.finish_reason if c.finish_reason in ("stop", "length") else (c.finish_reason or "stop")
+
+    def body(self) -> dict[str, Any]:
+        choices = []
+        for i in sorted(self.done):
+            c = self.done[i]
+            if self.kind == "chat":
+                content, calls = split_tool_calls(c.text, self.tools)
+                message: dict[str, Any] = {"role": "assistant", "content": content}
+                if calls:
+                    message["tool_calls"] = calls
+                choice = {"index": i, "message": message, "finish_reason": self.finish_reason(c, calls),
+                          "logprobs": self.chat_logprobs(c.token_ids, c.logprobs, c.top_logprobs)}
+            else:
+                choice = {"index": i, "text": c.text, "finish_reason": self.finish_reason(c),
+                          "logprobs": self.completion_logprobs(c)}
+            choice.update(self.rl_fields(c))
+            choices.append(choice)
+        return {"id": self.rid, "object": "chat.completion" if self.kind == "chat" else "text_completion",
+                "created": self.created, "model": self.model, "choices": choices, "usage": self.usage(),
+                "system_fingerprint": f"temper-v{self.version}", "policy_version": self.version}
