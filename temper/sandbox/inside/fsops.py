@@ -39,6 +39,10 @@ class Folders:
         if self.mode == "mount":
             native.mount(self.tmp_dir(), self.tmp, None, native.MS_BIND)
             self.mounted.append(self.tmp)
+            if os.path.isdir("/dev/shm"):  # bwrap's is on its /dev tmpfs: unbounded and never reset
+                _mkdir(f"{self.rw_root}/.shm", 0o1777)
+                native.mount(f"{self.rw_root}/.shm", "/dev/shm", None, native.MS_BIND)
+                self.mounted.append("/dev/shm")
             for path in self.hide:  # templates of other tasks: out of sight once the overlays hold them
                 native.mount("tmpfs", path, "tmpfs", native.MS_RDONLY, "size=4k,mode=0555")
                 self.mounted.append(path)
