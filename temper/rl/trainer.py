@@ -116,12 +116,12 @@ class Trainer:
         for mb in mbs:
             v = mb.values
             with self._autocast():
-                if op.recompute_logprobs:
+                hidden = None
+                if op.recompute_logprobs or self.value_head is not None:
                     old, _, hidden = micro_batch_logprobs(self.model, mb, cfg.trainer.logits_chunk, with_hidden=True)
-                    v["old_logp"] = old.float()
-                else:
-                    old, hidden = v["behaviour"], None
-                    v["old_logp"] = old
+                if not op.recompute_logprobs:  # the behaviour policy stands in for pi_old
+                    old = v["behaviour"]
+                v["old_logp"] = old = old.float()
                 if self.ref_model is not None:
                     v["ref_logp"] = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk)[0].float()
             real = torch.tensor([s >= 0 for s in mb.sample_ids])[mb.seq_index]

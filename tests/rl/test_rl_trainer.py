@@ -170,3 +170,24 @@ def test_lora_trains_adapters_only_and_merges():
     with torch.no_grad():
         torch.testing.assert_close(plain.logits(ids), model.logits(ids), rtol=1e-4, atol=1e-5)
     assert merged_state_dict(model).keys() == merged.keys()
+
+
+def test_bf16_autocast_option_runs_close_to_fp32():
+    trajs = make_trajectories()
+    m32 = Trainer(make_model(), _cfg()).step(trajs)
+    m16 = Trainer(make_model(), _cfg(trainer__dtype="bfloat16")).step(trajs)
+    assert m16["loss"] == pytest.approx(m32["loss"], abs=0.05)
+    model = make_model()
+    Trainer(model, _cfg(trainer__dtype="bfloat16")).step(trajs)
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # fp32 master weights
+
+
+def test_gae_without_recompute_and_gradient_checkpointing():
+    m = Trainer(make_model(), _cfg(advantages__estimator="gae", off_policy__recompute_logprobs=False)).step(
+        make_trajectories(obs=True))
+    assert m["value_loss"] > 0
+    a, b = make_model(), make_model()
+    ma = Trainer(a, _cfg()).step(make_trajectories())
+    mb = Trainer(b, _cfg(trainer__gradient_checkpointing=True)).step(make_trajectories())
+    assert ma["loss"] == pytest.approx(mb["loss"], abs=1e-6)
+    _assert_same(_params(a), _params(b))
