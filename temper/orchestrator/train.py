@@ -46,7 +46,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                                     cfg.runtime.seed, exclude={t.id for t in eval_tasks})
     if ckpt is not None:  # resume: the checkpoint the store last committed, then undo what came after it
         trainer.load_checkpoint(run.checkpoints / ckpt)
-        scheduler.load_state_dict(trainer.data_cursor)
+        scheduler.load_state_dict(trainer.data_cursor["scheduler"])
         run.audit("resume", step=committed, checkpoint=ckpt, **store.recover(committed))
     else:
         store.recover(0)
@@ -71,19 +71,21 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
             pipe.start()
             pending: list[tuple[int, list[str], list[str], dict[str, float]]] = []
             last = time.monotonic()
-            while trainer.policy_version < cfg.max_steps:
+            step = committed  # trainer steps, skipped ones included (a batch with no signal changes no weight)
+            while step < cfg.max_steps:
                 batch = await pipe.next_batch()
                 t_train = time.monotonic()
                 metrics = await asyncio.to_thread(trainer.step, batch.trajectories)
                 train_s = time.monotonic() - t_train
-                step = trainer.policy_version
-                await backend.push_weights(trainer.policy_state_dict(), step)
-                await pipe.published(step, batch)
+                step += 1
+                if not metrics.get("skipped"):
+                    await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
+                await pipe.published(trainer.policy_version, batch)
                 row = _row(step, metrics, batch, pipe, backend, time.monotonic() - last, train_s, cfg, t0)
                 last = time.monotonic()
                 pending.append((step, [g.id for g in batch.groups], [g.id for g in batch.replayed], row))
                 if step % cfg.orchestrator.save_every == 0 or step >= cfg.max_steps:
-                    trainer.data_cursor = scheduler.state_dict()
+                    trainer.data_cursor = {"scheduler": scheduler.state_dict(), "step": step}
                     path = await asyncio.to_thread(trainer.save_checkpoint, run.checkpoints, row, loaded.tokenizer)
                     # the marks commit with the checkpoint that holds their weights (store.py)
                     await asyncio.to_thread(store.commit_steps, pending, path.name)
