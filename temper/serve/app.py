@@ -146,7 +146,8 @@ class Server:
             temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
             repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty, seed=body.seed, max_tokens=max_tokens, n=body.n,
-            stop=list(body.stop or []), ignore_eos=body.ignore_eos, logprobs=logprobs or 0)
+            stop=list(body.stop or []), stop_token_ids=body.stop_token_ids, ignore_eos=body.ignore_eos,
+            skip_special_tokens=body.skip_special_tokens, logprobs=logprobs or 0)
         route = self.router.route(
             requested, temperature=body.temperature, prompt_tokens=max(len(p) for p in prompts),
             inflight=self.variants.inflight, latency_budget_ms=_hint(request, body, "latency_budget_ms"),

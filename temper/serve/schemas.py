@@ -27,6 +27,8 @@ class Hints(Lenient):
     min_p: float = Field(0.0, ge=0, lt=1)
     repetition_penalty: float = Field(1.0, gt=0)
     ignore_eos: bool = False
+    stop_token_ids: list[int] = Field(default_factory=list)
+    skip_special_tokens: bool = True
     return_token_ids: bool = False  # token ids (prompt and output) and policy versions in each choice
 
 
