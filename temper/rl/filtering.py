@@ -30,7 +30,9 @@ class Filtered:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig) -> Filtered:
+def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig, group_based: bool = True) -> Filtered:
+    """`group_based`: the estimator compares within groups (GRPO, RLOO), so equal rewards teach nothing;
+    REINFORCE and GAE learn from a single trajectory, and dynamic sampling does not apply to them."""
     # Infrastructure failures are not the policy's fault: no reward, no loss, not in any baseline.
     ok = [t for t in trajectories if t.trainable]
     rewards = [t.reward for t in ok]
@@ -47,7 +49,7 @@ def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig) -> Fi
     dropped_groups = 0
     for idx in group_indices([t.group_id for t in ok]):
         values = [rewards[i] for i in idx]
-        if cfg.drop_zero_variance and max(values) == min(values):
+        if group_based and cfg.drop_zero_variance and max(values) == min(values):
             dropped_groups += 1
             continue
         groups.append(list(range(len(kept), len(kept) + len(idx))))

@@ -62,8 +62,10 @@ class Trainer:
         start = time.perf_counter()
         cfg = self.cfg
         rewards_in = [t.reward for t in trajectories if t.trainable]
-        f = filter_trajectories(trajectories, cfg.filter)
-        metrics = {"reward_mean": sum(rewards_in) / max(1, len(rewards_in)), **f.stats}
+        f = filter_trajectories(trajectories, cfg.filter, cfg.advantages.estimator in ("grpo", "dr_grpo", "rloo"))
+        stale = [self.policy_version - t.min_version() for t in trajectories if t.trainable and t.min_version() >= 0]
+        metrics = {"reward_mean": sum(rewards_in) / max(1, len(rewards_in)), **f.stats,
+                   "staleness_mean": sum(stale) / max(1, len(stale)), "staleness_max": float(max(stale, default=0))}
         if not f.trajectories:
             return {**metrics, "skipped": 1.0, "policy_version": float(self.policy_version)}
         adv = self._advantages(torch.tensor(f.rewards, dtype=torch.float32), f.groups)

@@ -191,3 +191,16 @@ def test_gae_without_recompute_and_gradient_checkpointing():
     mb = Trainer(b, _cfg(trainer__gradient_checkpointing=True)).step(make_trajectories())
     assert ma["loss"] == pytest.approx(mb["loss"], abs=1e-6)
     _assert_same(_params(a), _params(b))
+
+
+def test_reinforce_learns_from_ungrouped_trajectories_and_staleness_is_reported():
+    trajs = make_trajectories()
+    for t in trajs:
+        t.group_id = ""
+    tr = Trainer(make_model(), _cfg(advantages__estimator="reinforce"))
+    tr.policy_version = 2  # the trajectories were sampled by version 0
+    m = tr.step(trajs)
+    assert m["dropped_groups"] == 0 and "skipped" not in m and m["grad_norm"] > 0
+    assert m["staleness_max"] == 2 and m["staleness_mean"] == 2
+    m = Trainer(make_model(), _cfg()).step(trajs)  # GRPO: a group of one has nothing to compare with
+    assert m["skipped"] == 1 and m["dropped_groups"] == len(trajs)
