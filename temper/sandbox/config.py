@@ -23,7 +23,7 @@ class Limits(ConfigModel):
 
     wall_time_s: float = Field(30.0, gt=0, description="Wall-clock time per exec.")
     cpu_time_s: int = Field(60, gt=0, description="CPU seconds per exec (RLIMIT_CPU).")
-    memory_mb: int = Field(1024, ge=16, description="Memory: cgroup limit for the sandbox and RLIMIT_AS.")
+    memory_mb: int = Field(1024, ge=64, description="Memory: cgroup limit for the sandbox and RLIMIT_AS.")
     address_space_mb: int | None = Field(
         None, ge=0, description="RLIMIT_AS; None = memory_mb, 0 = unlimited (Go/JVM reserve a lot)."
     )

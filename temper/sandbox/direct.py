@@ -83,6 +83,8 @@ def argv(cfg: SandboxConfig) -> list[str]:
 
 def kill_uid(uid: int) -> None:
     """Kill every process of `uid` (a dedicated sandbox uid; we are root)."""
+    if uid < 1000:
+        raise ValueError(f"refusing to kill the processes of system uid {uid}")
     for _ in range(50):
         found = False
         for name in os.listdir("/proc"):

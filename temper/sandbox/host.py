@@ -100,7 +100,7 @@ class Supervisor:
                 argv, kw = bwrap.as_uid(self._lease.uid, argv)
             pass_fds = ()
         if "pids" in parents:  # let the pids cgroup, whose hits can be counted, stop a fork bomb first
-            plan.init["rlimits"] = [(k, lo + 2, hi + 2) if k == "nproc" else (k, lo, hi)
+            plan.init["rlimits"] = [(k, lo + 4, hi + 4) if k == "nproc" else (k, lo, hi)
                                     for k, lo, hi in plan.init["rlimits"]]
         self.plan = plan
         with open(self._log_path(), "wb") as log:  # the supervisor's own stderr (set-up failures)
@@ -113,11 +113,12 @@ class Supervisor:
         if version is not None:
             lim = cfg.limits
             self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + lim.disk_mb) << 20,
-                                          lim.processes, lim.cpus)
+                                          lim.processes + 2, lim.cpus)
             with contextlib.suppress(ProcessLookupError):  # died at once: `call` reports why
                 self.cgroup.add(pid)
         reply, _ = self.call({"op": "init", **plan.init}, bpf, timeout=30, init=True)
         self.overlay = bool(reply.get("overlay"))
+        self.resident = 1 + bool(reply.get("spawner"))  # processes of an idle sandbox: supervisor (+ spawner)
 
     def _log_path(self) -> Path:
         d = layout.state_dir(self.config) / "logs"

@@ -62,7 +62,7 @@ def rlimits(cfg: SandboxConfig) -> list[tuple[str, int, int]]:
     inf = resource.RLIM_INFINITY
     out = [
         ("cpu", lim.cpu_time_s, lim.cpu_time_s + 1),  # SIGXCPU first, SIGKILL a second later
-        ("nproc", lim.processes, lim.processes),
+        ("nproc", lim.processes + 2, lim.processes + 2),  # + the supervisor and its spawner (same uid)
         ("fsize", lim.file_size_mb << 20, lim.file_size_mb << 20),
         ("nofile", lim.open_files, lim.open_files),
         ("core", 0, 0),

@@ -144,3 +144,16 @@ def test_a_sandbox_outlives_the_thread_that_started_it(state_dir: Path, template
     t.join()
     with box[0] as sb:
         assert sb.exec("echo alive").text == "alive\n"
+
+
+def test_kill_all_sweeps_are_refused_as_root() -> None:
+    """kill(-1) as root outside a sandbox would kill every process of the machine: never."""
+    import subprocess
+    import sys
+
+    from temper.sandbox.layout import INSIDE_DIR
+
+    code = (f"import sys; sys.path.insert(0, {str(INSIDE_DIR)!r}); import proc; "
+            "print(proc.kill_all_is_safe('ns', 1), proc.kill_all_is_safe('uid', 1), proc.kill_all_is_safe('tree', 1))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout == "False False False\n", r.stderr

@@ -1,6 +1,7 @@
 """Run one command under the sandbox's limits, capture bounded output, then kill what is left.
 
-The child sets its own rlimits, Landlock and seccomp between fork and exec, so the
+Commands start through the restricted spawner (posix_spawn) where there is one; otherwise the
+forked child sets its own rlimits, Landlock and seccomp before exec. Either way the
 supervisor itself stays unrestricted (it is trusted code; the command is not).
 """
 
@@ -25,6 +26,7 @@ class Jail:
         self.kill = kill  # "ns": we are pid 1 of a pid namespace; "uid": a uid of our own; "tree": descendants
         self.seccomp = seccomp
         self.landlock_fd = landlock_fd
+        self.spawner = None  # a spawner.Spawner, when the supervisor started one
 
 
 def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes | None,
@@ -33,30 +35,33 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if stdin else (os.open("/dev/null", os.O_RDONLY), -1)
     start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child(jail, argv, env, cwd, in_r, out_w, err_w)
+    launch = _Spawned(jail, argv, env, cwd, (in_r, out_w, err_w)) if jail.spawner else None
+    if launch is None or (launch.pid <= 0 and launch.failure is None):
+        launch = _Forked(jail, argv, env, cwd, (in_r, out_w, err_w))
     for fd in (out_w, err_w, in_r):
         os.close(fd)
-    pidfd = os.pidfd_open(pid)
+    pid, done_fd = launch.pid, launch.done_fd
     bufs = {out_r: bytearray(), err_r: bytearray()}
     cut = {out_r: False, err_r: False}
     poller = select.poll()
     for fd in bufs:
         poller.register(fd, select.POLLIN)
-    poller.register(pidfd, select.POLLIN)
+    if launch.failure is not None:  # could not start it (not found, not executable): as a shell says
+        bufs[err_r] += launch.failure.encode()
+    else:
+        poller.register(done_fd, select.POLLIN)
     pending = memoryview(stdin or b"")
     if in_w >= 0:
         os.set_blocking(in_w, False)
         poller.register(in_w, select.POLLOUT)
     timed_out, live = False, set(bufs)
-    while True:
+    while launch.failure is None:
         left = start + timeout - time.monotonic()
         if left <= 0:
             timed_out = True
             break
         events = poller.poll(left * 1000)
-        if any(fd == pidfd for fd, _ in events):
+        if any(fd == done_fd for fd, _ in events):
             break
         for fd, ev in events:
             if fd == in_w:
@@ -76,18 +81,19 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         os.close(in_w)
     if timed_out:
         _kill_quietly(pid)
-    _, status, usage = os.wait4(pid, 0)
+    status, cpu_s, maxrss = launch.wait()
     duration = time.monotonic() - start
-    os.close(pidfd)
     kill_leftovers(jail)
+    cleanup_s = time.monotonic() - start - duration
     for fd in list(live):  # every writer is dead now: this reaches EOF
         while fd in live:
             _read(fd, bufs, cut, jail.output_bytes, live, poller)
     meta = {
-        "exit_code": os.waitstatus_to_exitcode(status),
+        "exit_code": os.waitstatus_to_exitcode(status) if status is not None else launch.code,
         "duration_s": duration,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "maxrss_kb": usage.ru_maxrss,
+        "cpu_s": cpu_s,
+        "maxrss_kb": maxrss,
+        "cleanup_s": cleanup_s,
         "timed_out": timed_out,
         "stdout_truncated": cut[out_r],
         "stderr_truncated": cut[err_r],
@@ -119,8 +125,79 @@ def _kill_quietly(pid: int) -> None:
             pass
 
 
+class _Forked:
+    """A command started by fork: the child restricts itself, then execs."""
+
+    failure: "str | None" = None
+    code = 0
+
+    def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int]):
+        self.pid = os.fork()
+        if self.pid == 0:
+            _child(jail, argv, env, cwd, *fds)
+        self.done_fd = os.pidfd_open(self.pid)
+
+    def wait(self) -> tuple:
+        _, status, usage = os.wait4(self.pid, 0)
+        os.close(self.done_fd)
+        return status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+class _Spawned:
+    """A command started by the spawner, which waits for it and tells us how it ended."""
+
+    def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int]):
+        self.jail, self.pid, self.failure, self.code = jail, 0, None, 0
+        self.done_fd = jail.spawner.fileno()
+        try:
+            exe = _which(argv[0], env.get("PATH", "/usr/bin:/bin"))
+        except (OSError, IndexError) as exc:
+            self.failure, self.code = f"temper-sandbox: cannot run {argv[0] if argv else '(empty argv)'}: {exc}\n", 127
+            return
+        cpu = next(([s, h] for r, s, h in jail.rlimits if r == resource.RLIMIT_CPU), None)
+        reply = jail.spawner.spawn(exe, argv, env, cwd, fds, cpu)
+        if reply is None:  # the spawner is gone (a command killed it): fork this one, restart it after
+            return
+        if "error" in reply:
+            self.failure, self.code = f"temper-sandbox: cannot run {argv[0]}: {reply['error']}\n", reply["code"]
+            return
+        self.pid = reply["pid"]
+
+    def wait(self) -> tuple:
+        if self.failure is not None:
+            return None, 0.0, 0
+        msg = self.jail.spawner.receive()
+        if msg is None:  # the spawner died while waiting: the command is killed with everything else
+            _kill_quietly(self.pid)
+            self.code = -signal.SIGKILL
+            return None, 0.0, 0
+        return msg["status"], msg["cpu_s"], msg["maxrss_kb"]
+
+
 def kill_leftovers(jail: Jail) -> None:
     """Kill every process the command started (daemonised grandchildren too) and reap them."""
+    if jail.spawner is not None:
+        if jail.spawner.cleanup():
+            return
+        jail.spawner.stop()  # killed by a command: clean up ourselves, then start a new one
+        _kill_all(jail)
+        jail.spawner.start()
+        return
+    _kill_all(jail)
+
+
+def kill_all_is_safe(mode: str, init_pid: int) -> bool:
+    """kill(-1) sweeps only where it reaches nothing but the sandbox: inside its own pid namespace
+    (`init_pid` is 1: we are pid 1, or its child), or under a dedicated non-root uid. Run as root
+    on a host, kill(-1) kills every process of the machine; this guard makes that impossible."""
+    if os.getuid() == 0 or os.geteuid() == 0:
+        return False
+    return (mode == "ns" and init_pid == 1) or mode == "uid"
+
+
+def _kill_all(jail: Jail) -> None:
+    if jail.kill in ("ns", "uid") and not kill_all_is_safe(jail.kill, os.getpid()):
+        raise RuntimeError(f"refusing kill(-1) here (mode {jail.kill}, uid {os.getuid()}, pid {os.getpid()})")
     if jail.kill == "uid":
         # Under a uid used by this sandbox alone, one kill(-1) sweep reaches every process the
         # command started (a fork racing it fails: its parent already has SIGKILL pending);
@@ -198,11 +275,7 @@ def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int
         os.dup2(err_w, 2)
         for res, soft, hard in jail.rlimits:
             resource.setrlimit(res, (soft, hard))
-        try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")  # under memory pressure the command dies, not the supervisor
-        except OSError:
-            pass
+        prefer_for_oom_kill()
         os.chdir(cwd)
         native.prctl(native.PR_SET_NO_NEW_PRIVS, 1)
         if jail.landlock_fd is not None:
@@ -217,6 +290,18 @@ def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int
         os.write(2, msg.encode(errors="replace"))
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
     os._exit(126)
+
+
+def prefer_for_oom_kill() -> None:
+    """Under memory pressure the command dies, not the supervisor. Our /proc files belong to
+    root while we are not dumpable (the supervisor's setting, inherited), so lift it meanwhile."""
+    native.prctl(native.PR_SET_DUMPABLE, 1)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    native.prctl(native.PR_SET_DUMPABLE, 0)
 
 
 def _which(name: str, path: str) -> str:

@@ -13,6 +13,7 @@ import time
 import fsops
 import native
 import proc
+import spawner
 import wire
 
 MEMORY_MARKS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
@@ -44,6 +45,10 @@ class Supervisor:
             landlock_fd=native.landlock_ruleset(landlock["read"], landlock["write"]) if landlock else None,
         )
         native.prctl(native.PR_SET_DUMPABLE, 0)  # not ptrace-able, even by a same-uid process
+        # The spawner's kill(-1) must spare us: we are pid 1 (bwrap), or outside its Landlock
+        # domain where Landlock scopes signals (ABI >= 6). Elsewhere commands are forked.
+        if init["kill"] == "ns" or (init["kill"] == "uid" and landlock and native.landlock_abi() >= 6):
+            self.jail.spawner = spawner.Spawner(self.jail)
 
     def _enter_own_namespaces(self) -> None:
         """bwrap gave us no capabilities; a user namespace of our own gives mount rights over our
@@ -137,7 +142,8 @@ def main() -> None:
     except Exception as exc:
         wire.send(out, {"error": f"sandbox set-up failed: {exc}"})
         return
-    wire.send(out, {"ok": True, "pid": os.getpid(), "overlay": sup.folders.overlay})
+    wire.send(out, {"ok": True, "pid": os.getpid(), "overlay": sup.folders.overlay,
+                    "spawner": sup.jail.spawner is not None})
     while (msg := wire.recv(inp)) is not None:
         try:
             meta, blob = sup.handle(*msg)
@@ -147,3 +153,5 @@ def main() -> None:
             meta, blob = {"error": f"{type(exc).__name__}: {exc}", "errno": 0}, b""
         wire.send(out, meta, blob)
     proc.kill_leftovers(sup.jail)  # the host hung up: nothing of this sandbox may outlive it
+    if sup.jail.spawner is not None:
+        sup.jail.spawner.stop()
