@@ -36,7 +36,7 @@ def test_smollm2_multi_turn_episode_through_the_engine(smollm2) -> None:
 
     tok = smollm2.tokenizer
     engine = AsyncEngine(LLMEngine(smollm2.model, tok, EngineConfig(max_model_len=2048), version=5))
-    limits = EpisodeLimits(max_turns=6, max_turn_tokens=24, max_tokens=2048)
+    limits = EpisodeLimits(max_turns=5, max_turn_tokens=16, max_tokens=2048)
     loop = AgentLoop(engine, tok, AgentConfig(temperature=0.0, max_consecutive_errors=6))
     res = asyncio.run(loop.run(ThreeQuestions(limits)))
 
