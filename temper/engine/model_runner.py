@@ -75,5 +75,5 @@ class ModelRunner:
             allowed &= window_mask(lens_t - 1, kpos, self.window, self.sinks)
         mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
         meta.decode_blocks = padded.flatten()
-        meta.decode_mask = mask.view(len(tables), m, 1, 1, bs)
+        meta.decode_mask = mask.view(1, len(tables), 1, m * bs)
         meta.decode_max_blocks = m

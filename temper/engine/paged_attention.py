@@ -2,9 +2,10 @@
 
 One forward runs all scheduled tokens packed as [1, N]: first the decoding sequences (one
 token each), then the segments (prefill chunks, speculative verification) of the others.
-Decode rows attend in one batched pass over their gathered blocks (flash-decoding style:
-scores per block, one softmax across blocks). Segments attend per sequence with SDPA in
-query chunks, so no [T, T] score matrix is ever built, however long the prompt.
+Decode rows attend in one batched pass: their blocks are gathered once per layer, head-major,
+so each (kv head, sequence) is one matmul for all the query heads of its group. Segments attend
+per sequence with SDPA in query chunks, so no [T, T] score matrix is ever built, however long
+the prompt.
 """
 
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ class StepMeta:
     write_offsets: torch.Tensor  # [N] offset within the block
     num_decode: int = 0
     decode_blocks: torch.Tensor | None = None  # [Bd * M] block ids, padded rows masked
-    decode_mask: torch.Tensor | None = None  # [Bd, M, 1, 1, block_size] additive (0 / -inf)
+    decode_mask: torch.Tensor | None = None  # [1, Bd, 1, M * block_size] additive (0 / -inf)
     decode_max_blocks: int = 0
     segments: list[Segment] = field(default_factory=list)
 
@@ -63,22 +64,21 @@ class PagedAttention:
     def _decode(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         meta = self.meta
         b, hq, d = q.shape
-        m = meta.decode_max_blocks
-        keys = self.cache.gather(layer, "k", meta.decode_blocks)
-        hkv, bs = keys.shape[1], keys.shape[2]
-        keys = keys.view(b, m, hkv, bs, d)
+        keys = self.cache.gather(layer, "k", meta.decode_blocks)  # [Hkv, B * M, bs, D]
+        hkv = keys.shape[0]
+        keys = keys.view(hkv, b, -1, d)  # one [M * bs, D] matrix per (head, sequence)
         rot = self.cache.rotation  # int8 blocks hold rotated keys and values
         if rot is not None:
             q = q @ rot
-        qg = (q * d**-0.5).view(b, 1, hkv, hq // hkv, d)
-        scores = torch.matmul(qg, keys.transpose(-1, -2))  # [B, M, Hkv, G, bs]
+        qg = (q * d**-0.5).view(b, hkv, hq // hkv, d).transpose(0, 1)  # [Hkv, B, G, D]
+        scores = torch.matmul(qg, keys.transpose(-1, -2))  # [Hkv, B, G, M * bs]
         scores += meta.decode_mask
-        scores -= scores.amax(dim=(1, 4), keepdim=True)
-        probs = scores.exp_()
-        denom = probs.sum(dim=(1, 4), keepdim=True)
-        values = self.cache.gather(layer, "v", meta.decode_blocks).view(b, m, hkv, bs, d)
-        o = torch.matmul(probs, values).sum(1) / denom[:, 0]  # [B, Hkv, G, D]
-        return (o @ rot if rot is not None else o).reshape(b, hq, d)
+        probs = scores.softmax(-1)
+        values = self.cache.gather(layer, "v", meta.decode_blocks).view(hkv, b, -1, d)
+        o = torch.matmul(probs, values)  # [Hkv, B, G, D]
+        if rot is not None:
+            o = o @ rot
+        return o.transpose(0, 1).reshape(b, hq, d)
 
     def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         ctx = seg.start + seg.length
@@ -102,10 +102,5 @@ class PagedAttention:
         return (o @ rot if rot is not None else o)[0].transpose(0, 1)
 
     def _contiguous(self, layer: int, which: str, blocks: torch.Tensor, ctx: int) -> torch.Tensor:
-        g = self.cache.gather(layer, which, blocks)  # [M, Hkv, bs, D]
-        m, hkv, bs, d = g.shape
-        if m == 1:
-            return g[0, :, :ctx][None]
-        out = self.cache.workspace(which + "_seg", (hkv, m, bs, d), torch.float32)
-        out.copy_(g.transpose(0, 1))
-        return out.view(hkv, m * bs, d)[:, :ctx][None]
+        g = self.cache.gather(layer, which, blocks)  # [Hkv, M, bs, D]
+        return g.view(g.shape[0], -1, g.shape[-1])[:, :ctx][None]
