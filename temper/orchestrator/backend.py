@@ -42,6 +42,10 @@ def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None) 
     spec = WorkerSpec(agent=cfg.agent, faults=o.faults, partial_rollouts=o.partial_rollouts,
                       episode_timeout_s=o.episode_timeout_s, eval_temperature=cfg.eval.temperature,
                       eval_max_new_tokens=cfg.eval.max_new_tokens, salt=0)
+    if o.backend == "remote":
+        from temper.orchestrator.remote_backend import RemoteBackend
+
+        return RemoteBackend(cfg.model, o.remote, suite_specs, spec, o.num_workers, sandbox_run_dir)
     if o.backend == "ray":
         from temper.orchestrator.ray_backend import RayBackend
 

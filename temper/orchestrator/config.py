@@ -13,6 +13,7 @@ from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
 from temper.rl.config import CheckpointConfig, FilterConfig, OptimConfig, RLConfig
 from temper.runtime import RuntimeConfig
+from temper.serve.config import RemoteGenerationConfig
 
 DEFAULT_SUITE = "arithmetic:op=add,digits=2,n=2000,seed=1"
 DEFAULT_EVAL_SUITE = "arithmetic:op=add,digits=2,n=200,seed=9001"
@@ -56,7 +57,8 @@ class CurriculumConfig(ConfigModel):
 
 
 class OrchestratorConfig(ConfigModel):
-    backend: Literal["local", "ray"] = "local"
+    backend: Literal["local", "ray", "remote"] = "local"  # remote: generate on an OpenAI-compatible server
+    remote: RemoteGenerationConfig = Field(default_factory=RemoteGenerationConfig)  # with backend: remote
     num_workers: int = Field(1, ge=1)  # rollout workers (ray: one actor each, with its own engine)
     max_staleness: int = Field(1, ge=0)  # policy versions a trajectory may lag; 0 = synchronous
     group_size: int = Field(8, ge=1)  # samples per task, kept together (GRPO groups)

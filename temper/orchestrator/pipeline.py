@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from temper.errors import TemperError
 from temper.orchestrator.config import OrchestratorConfig, RetryConfig
 from temper.orchestrator.faults import Attempt, FaultStats, with_retries
 from temper.orchestrator.replay import ReplayBuffer
@@ -156,6 +157,9 @@ class Pipeline:
             self.counters.faults.quarantined.append(task.id)
             await asyncio.to_thread(self.store.quarantine, task.id, task.domain, bad[0].failure.value,
                                     bad[0].attempts, bad[0].message)
+            if self.scheduler.exhausted() and self.error is None:  # one bad task never stops a run; all of them do
+                self.error = TemperError(f"every training task is quarantined after infrastructure failures; "
+                                         f"last: task {task.id}: {bad[0].failure.value}: {bad[0].message}")
         rewards = group.rewards
         status = "complete"
         if not rewards:

@@ -136,10 +136,11 @@ def build_worker(model_name: str, engine_cfg: Any, suite_specs: list[str], spec:
     engine = AsyncEngine(LLMEngine(loaded.model, loaded.tokenizer, engine_cfg))
     pool = None
     if any(s.needs_sandbox for s in suites):
-        from temper.sandbox import SandboxConfig, SandboxPool
+        from temper.envs.sandboxes import make_pool
+        from temper.sandbox import SandboxConfig
 
         extra = {"run_dir": sandbox_run_dir} if sandbox_run_dir else {}
-        pool = SandboxPool(SandboxConfig(pool_size=2, **extra))
+        pool = make_pool(SandboxConfig(**extra), size=2)
     worker = RolloutWorker(engine, loaded.tokenizer, suites, spec, pool)
 
     def close() -> None:

@@ -118,6 +118,10 @@ class TaskScheduler:
     def quarantine(self, task_id: str) -> None:
         self.quarantined.add(task_id)
 
+    def exhausted(self) -> bool:
+        """Every task of every suite is quarantined: nothing can run any more."""
+        return all(t.id in self.quarantined for s in self.suites for t in s.order)
+
     def pools(self) -> dict[str, int]:
         c, counts = self.curriculum, {"new": 0, "hard": 0, "medium": 0, "easy": 0}
         for slot in self.suites:

@@ -1,0 +1,53 @@
+"""The store: commits, consumption marks that commit with checkpoints, recovery after a crash."""
+
+from pathlib import Path
+
+from temper.orchestrator.store import Store
+from temper.trajectory import FailureKind, Trajectory
+
+
+def traj(gid: str, k: int, reward: float, failure: FailureKind | None = None) -> Trajectory:
+    return Trajectory([1, 2, 3], [0, 1, 1], [0.0, -0.5, -0.5], [-1, 0, 0], reward=reward, task_id="t",
+                      group_id=gid, id=f"{gid}/{k}", failure=failure)
+
+
+def finish(store: Store, gid: str, rewards: list[float], failed: int = -1) -> None:
+    store.start_group(gid, "t", "toy", len(rewards))
+    trajs = [traj(gid, k, r, FailureKind.SANDBOX_CRASH if k == failed else None) for k, r in enumerate(rewards)]
+    store.finish_group(gid, trajs, "complete", [1] * len(rewards))
+
+
+def test_groups_commit_and_failures_are_kept_apart(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    finish(store, "g1", [1.0, 0.0], failed=1)
+    store.start_group("g2", "t", "toy", 2)  # still in flight: not offered to the trainer
+    assert store.complete_groups() == ["g1"]
+    assert store.counts() == {"complete": 1, "failed": 1, "in_flight": 2}
+    assert [t.failure for t in store.group("g1")] == [None, FailureKind.SANDBOX_CRASH]
+
+
+def test_marks_commit_with_the_checkpoint_and_recovery_undoes_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    for g in ("g1", "g2", "g3"):
+        finish(store, g, [1.0, 0.0])
+    store.commit_steps([(1, ["g1"], [], {"loss": 0.1})], "step_000001")
+    store.start_group("g4", "t", "toy", 2)  # in flight at the crash
+    store.close()
+    # a crash here: step 2 trained on g2 in memory but never committed
+    store = Store(path)
+    assert store.last_committed_step() == (1, "step_000001")
+    undone = store.recover(1)
+    assert undone == {"unconsumed": 0, "dropped_in_flight": 2}
+    assert store.complete_groups() == ["g2", "g3"]  # nothing lost: g2 is offered again
+    assert set(store.consumed_per_step()) == {"g1/0", "g1/1"}
+    store.commit_steps([(2, ["g2"], [], {}), (3, ["g3"], [], {})], "step_000003")
+    per = store.consumed_per_step()
+    assert all(len(steps) == 1 for steps in per.values()) and len(per) == 6
+
+
+def test_quarantine_and_events(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.quarantine("t1", "toy", "sandbox_crash", 3, "sandbox killed")
+    assert store.quarantined() == [{"task_id": "t1", "domain": "toy", "kind": "sandbox_crash", "attempts": 3,
+                                    "message": "sandbox killed"}]
