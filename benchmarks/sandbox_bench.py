@@ -25,14 +25,17 @@ from rich.table import Table
 from temper.sandbox import Sandbox, SandboxConfig, SandboxPool
 
 
-def timed(fn: Callable[[], object], n: int, warmup: int = 5) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
+def timed(fns: list[Callable[[], object]], n: int, warmup: int = 5) -> list[list[float]]:
+    """Time each function n times, interleaved, so that a shared, noisy host affects all alike."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    out: list[list[float]] = [[] for _ in fns]
     for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t) * 1e3)
+        for fn, xs in zip(fns, out, strict=True):
+            t = time.perf_counter()
+            fn()
+            xs.append((time.perf_counter() - t) * 1e3)
     return out
 
 
@@ -93,8 +96,6 @@ def main() -> None:
     py = shutil.which("python3", path="/usr/bin") or "python3"
     r: dict[str, object] = {}
     try:
-        bare_true = timed(lambda: subprocess.run(["/bin/true"]), args.n)
-        bare_py = timed(lambda: subprocess.run([py, "-c", "pass"]), max(args.n // 3, 30))
         cold = []
         for _ in range(20):
             t = time.perf_counter()
@@ -105,8 +106,10 @@ def main() -> None:
             pool.wait_ready()
             sb = pool.acquire()
             served_warm = sb.warm
-            warm_true = timed(lambda: sb.exec(["/bin/true"]), args.n)
-            warm_py = timed(lambda: sb.exec(["python3", "-c", "pass"]), max(args.n // 3, 30))
+            bare_true, warm_true = timed([lambda: subprocess.run(["/bin/true"]), lambda: sb.exec(["/bin/true"])],
+                                         args.n)
+            bare_py, warm_py = timed([lambda: subprocess.run([py, "-c", "pass"]),
+                                      lambda: sb.exec(["python3", "-c", "pass"])], max(args.n // 3, 30))
             pool.release(sb)
         mode = sb.mode
         with Sandbox(cfg, template=tpl) as sb:
