@@ -1,7 +1,6 @@
 """`temper generate`: complete one prompt with a model and print the completion.
 
-Decoding goes through `temper.models.generate_reference` (one sequence, simple KV cache)
-until the rollout engine serves this command; only `complete` changes then.
+Decoding goes through the rollout engine (`temper.engine`), the same path RL rollouts take.
 """
 
 import logging
@@ -36,7 +35,8 @@ class GenerateConfig(ConfigModel):
 
 
 def complete(cfg: GenerateConfig) -> str:
-    from temper.models import generate_reference, load_model
+    from temper.engine import EngineConfig, LLMEngine, SamplingParams
+    from temper.models import load_model
 
     start = time.perf_counter()
     loaded = load_model(cfg.model)
@@ -50,8 +50,13 @@ def complete(cfg: GenerateConfig) -> str:
         ids = tok.encode(cfg.prompt, add_special_tokens=True)
     s = cfg.sampling
     start = time.perf_counter()
-    out = generate_reference(loaded.model, ids, s.max_tokens, temperature=s.temperature, seed=cfg.runtime.seed,
-                             eos_ids=tok.eos_token_ids, top_k=s.top_k, top_p=s.top_p)
+    engine = LLMEngine(loaded.model, tok, EngineConfig(threads=cfg.runtime.threads, seed=cfg.runtime.seed))
+    params = SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens, top_k=s.top_k, top_p=s.top_p,
+                            seed=cfg.runtime.seed)
+    completion = engine.generate([ids], params)[0]
+    if completion.error:
+        raise TemperError(completion.error)
+    out = completion.token_ids
     seconds = time.perf_counter() - start
     log.info("%d prompt + %d new tokens in %.1f s (%.1f tokens/s)", len(ids), len(out), seconds,
              len(out) / max(seconds, 1e-9))
