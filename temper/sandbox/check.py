@@ -68,6 +68,9 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
                        f"{sb.workdir}")]
         out.append(Feature("overlay reset", sb.overlay, "kernel overlayfs on tmpfs" if sb.overlay
                            else "copying fallback (no overlay here)"))
+        spawner = sb._sup is not None and sb._sup.resident == 2
+        out.append(Feature("fast spawn", spawner, "commands start by posix_spawn from a restricted spawner" if spawner
+                           else "commands start by fork (no spawner: Landlock ABI < 6 or no dedicated uid)"))
         disk = mode == "bwrap" or (sb._sup is not None and sb._sup._folder is not None and sb._sup._folder[1])
     lim = cfg.limits
     as_mib = f"{lim.rlimit_as_bytes >> 20} MiB" if lim.rlimit_as_bytes else "unlimited"
