@@ -54,6 +54,8 @@ class LLMEngine:
         self.scheduler = Scheduler(config, self.blocks)
         self.runner = ModelRunner(model, self.cache, config)
         self.sampler = Sampler()
+        if config.speculative.method == "draft":
+            raise TemperError("engine.speculative.method='draft' (a draft model) is not implemented yet; use 'ngram'")
         self.proposer = NgramProposer(config.speculative) if config.speculative.method == "ngram" else None
         self.eos_ids = _eos_ids(tokenizer, mcfg.eos_token_id)
         self.requests: dict[str, Request] = {}

@@ -60,6 +60,8 @@ FEATURES = {
     "ngram_speculation": (EngineConfig(block_size=16, speculative=SpeculativeConfig(method="ngram", num_tokens=4)),
                           lambda e: e.stats["accepted_tokens"]),
     "large_blocks": (EngineConfig(block_size=128), None),
+    # Unchunked prefill attended 16 queries at a time (the path long prompts take).
+    "query_chunked_attention": (EngineConfig(block_size=16, attention_chunk=16, chunked_prefill=False), None),
 }
 
 
@@ -118,3 +120,28 @@ def test_int8_and_bf16_kv_run_every_path(pair, prompts, references):
         agree = sum(a == b for c, (ref, _) in zip(outs, references, strict=True)
                     for a, b in zip(c.token_ids, ref, strict=True))
         assert agree / (NEW * len(prompts)) > 0.8, kv_dtype
+
+
+def test_sliding_window_with_sinks_matches_a_dense_masked_forward(pair):
+    from temper.engine.paged_attention import window_mask
+    from temper.models.attention import sdpa
+
+    class WindowSinks:  # dense reference: the same mask on the whole sequence
+        def __call__(self, layer, q, k, v):
+            pos = torch.arange(q.shape[1])
+            return sdpa(q, k, v, window_mask(pos, pos, 24, 4)[None, None], causal=False)
+
+    model, _ = pair
+    prompt = random_prompts([70], 512, seed=12)[0]
+    engine = LLMEngine(model, None, EngineConfig(block_size=16, sliding_window=24, sink_tokens=4,
+                                                 max_num_batched_tokens=32))
+    out = engine.generate([prompt], SamplingParams(temperature=0, max_tokens=12))[0]
+    ids, report = list(prompt), []
+    margins = []
+    with torch.inference_mode():
+        for _ in range(12):
+            logits = model.logits(torch.tensor(ids)[None], attention=WindowSinks())[0, -1]
+            top = torch.topk(logits, 2).values
+            margins.append(float(top[0] - top[1]))
+            ids.append(int(logits.argmax()))
+    check_greedy(out.token_ids, ids[len(prompt):], margins, report, "window+sinks")
