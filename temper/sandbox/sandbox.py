@@ -9,6 +9,7 @@ Every request is appended to the hash-chained audit log. One request at a time p
 (a lock serialises threads); use many sandboxes, or a SandboxPool, for concurrency.
 """
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -198,6 +199,11 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __del__(self) -> None:  # a forgotten sandbox must not leave its mounts and cgroups behind
+        if getattr(self, "_sup", None) is not None:
+            with contextlib.suppress(Exception):
+                self.close()
 
 
 def req_root(sb: Sandbox) -> str:
