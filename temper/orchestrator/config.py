@@ -79,7 +79,7 @@ class AgentSection(ConfigModel):
     system_prompt: str = "You are a helpful assistant."
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(48, ge=1)  # per model turn
+    max_new_tokens: int = Field(24, ge=1)  # per model turn ("a + b = c" takes ~10 tokens)
     max_turns: int = Field(1, ge=1)
     max_answer_retries: int = Field(0, ge=0)
     max_context_tokens: int = Field(1024, ge=16)
@@ -106,7 +106,7 @@ class TrainConfig(ConfigModel):
     model: str = "smollm2-135m"
     suites: list[SuiteConfig] = Field(default_factory=lambda: [SuiteConfig(spec=DEFAULT_SUITE)])
     algorithm: RLConfig = Field(default_factory=lambda: RLConfig(
-        optim=OptimConfig(lr=2e-5, total_steps=40, warmup_steps=0, min_lr_ratio=1.0),
+        optim=OptimConfig(lr=3e-5, total_steps=40, warmup_steps=0, min_lr_ratio=1.0),
         filter=FilterConfig(drop_zero_variance=True),
         checkpoint=CheckpointConfig(keep_last=2, keep_best=False),
     ))
