@@ -59,7 +59,10 @@ class LLMEngine:
         self.proposer = NgramProposer(config.speculative) if config.speculative.method == "ngram" else None
         self.eos_ids = _eos_ids(tokenizer, mcfg.eos_token_id)
         self.requests: dict[str, Request] = {}
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # one step, abort or weight update at a time
+        self._intake_lock = threading.Lock()
+        self._incoming: list[Request] = []
+        self._ids_in_use: set[str] = set()
         self._ids = itertools.count()
         self._seed_rng = torch.Generator().manual_seed(config.seed)
         self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0}
@@ -76,10 +79,11 @@ class LLMEngine:
                     on_token: TokenCallback | None = None, on_finish: FinishCallback | None = None) -> str:
         """Queue a request; raises RequestError (naming the request and field) if it cannot run."""
         params = params or SamplingParams()
-        with self.lock:
+        # Checked and queued without the step lock: an event loop adding requests never waits for a step.
+        with self._intake_lock:
             request_id = request_id if request_id is not None else f"req-{next(self._ids)}"
             where = f"request {request_id!r}"
-            if request_id in self.requests:
+            if request_id in self._ids_in_use:
                 raise RequestError(f"{where}: request_id is already in use")
             params.validate(where)
             ids = self._tokens(prompt, where)
@@ -97,10 +101,17 @@ class LLMEngine:
                 seed = params.seed + i if params.seed is not None else int(
                     torch.randint(2**62, (1,), generator=self._seed_rng))
                 seqs.append(Sequence(next(self._ids), request_id, i, ids, params, seed, arrival=next(self._ids)))
-            self.requests[request_id] = Request(request_id, seqs, on_token, on_finish)
-            for seq in seqs:
-                self.scheduler.add(seq)
+            self._ids_in_use.add(request_id)
+            self._incoming.append(Request(request_id, seqs, on_token, on_finish))
             return request_id
+
+    def _admit_incoming(self) -> None:
+        with self._intake_lock:
+            incoming, self._incoming = self._incoming, []
+        for req in incoming:
+            self.requests[req.request_id] = req
+            for seq in req.seqs:
+                self.scheduler.add(seq)
 
     def _tokens(self, prompt: str | Seq[int], where: str) -> list[int]:
         if isinstance(prompt, str):
@@ -116,6 +127,7 @@ class LLMEngine:
     def abort(self, request_id: str) -> list[Completion]:
         """Stop a request now; its samples come back with their partial tokens (finish_reason 'abort')."""
         with self.lock:
+            self._admit_incoming()
             req = self.requests.get(request_id)
             if req is None:
                 return []
@@ -126,12 +138,13 @@ class LLMEngine:
             return list(req.done)
 
     def has_unfinished(self) -> bool:
-        return bool(self.scheduler.waiting or self.scheduler.running)
+        return bool(self._incoming or self.scheduler.waiting or self.scheduler.running)
 
     # ---- the step -------------------------------------------------------------------------
     def step(self) -> list[Completion]:
         """One scheduling round; returns the samples that finished in it."""
         with self.lock:
+            self._admit_incoming()
             finished_before = sum(len(r.done) for r in self.requests.values())
             batch = self.scheduler.schedule(self._drafts())
             for seq in self.scheduler.out_of_room:
@@ -147,6 +160,8 @@ class LLMEngine:
             out = done[finished_before:] if len(done) > finished_before else []
             for rid in [rid for rid, r in self.requests.items() if len(r.done) == len(r.seqs)]:
                 del self.requests[rid]  # completions were handed out via `out` / callbacks
+                with self._intake_lock:
+                    self._ids_in_use.discard(rid)
             return out
 
     def _drafts(self) -> dict[int, list[int]]:
@@ -267,7 +282,7 @@ class LLMEngine:
         pending = {rid for rid, failed in order if failed is None}
         while pending and self.has_unfinished():
             self.step()
-            pending = {rid for rid in pending if rid in self.requests}
+            pending = {rid for rid in pending if rid in self._ids_in_use}
         out: list[Completion] = []
         for rid, failed in order:
             out.extend(failed if failed is not None else sorted(results.get(rid, []), key=lambda c: c.index))
