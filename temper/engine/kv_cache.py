@@ -10,6 +10,7 @@ channels that would otherwise take the whole int8 range. Attention is unchanged 
 get the same rotation (q.Hk = Hq.k) and outputs the inverse one (H is its own inverse).
 """
 
+import numpy as np
 import torch
 
 from temper.models import ModelConfig
@@ -23,6 +24,14 @@ def hadamard(n: int) -> torch.Tensor:
     while h.shape[0] < n:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
     return h / n**0.5
+
+
+def lazy_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Zeros from calloc: the OS maps zero pages on first touch, so an unused budget costs no memory
+    (torch.zeros writes every byte). Zeros matter: masked slots are still multiplied (0 * NaN = NaN)."""
+    size = torch.empty(0, dtype=dtype).element_size()
+    raw = np.zeros((*shape[:-1], shape[-1] * size), dtype=np.uint8)
+    return torch.from_numpy(raw).view(dtype)
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
@@ -39,11 +48,10 @@ class KVCache:
         self.kv_dtype, self.block_size, self.num_blocks = kv_dtype, block_size, num_blocks
         self.quantized = kv_dtype == "int8"
         shape = (cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size, cfg.head_dim)
-        self.k = torch.zeros(shape, dtype=DTYPES[kv_dtype])
-        self.v = torch.zeros(shape, dtype=DTYPES[kv_dtype])
+        self.k, self.v = lazy_zeros(shape, DTYPES[kv_dtype]), lazy_zeros(shape, DTYPES[kv_dtype])
         if self.quantized:
-            self.k_scale = torch.zeros((*shape[:-1], 1), dtype=torch.float32)
-            self.v_scale = torch.zeros((*shape[:-1], 1), dtype=torch.float32)
+            self.k_scale = lazy_zeros((*shape[:-1], 1), torch.float32)
+            self.v_scale = lazy_zeros((*shape[:-1], 1), torch.float32)
         self.rotation = hadamard(cfg.head_dim) if self.quantized else None
         self._ws: dict[str, torch.Tensor] = {}
 
