@@ -36,6 +36,26 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _available_mb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def estimate_mb(variant: str, batch, seqs: int) -> float:
+    """Rough peak of one step: weights + grads + AdamW (~2.2 GB) and ~1.5 MB of activations per token
+    processed (SmolLM2-135M, 30 layers, fp32), a third of that with checkpointing, plus HF's full logits."""
+    mbs = [batch[i:i + seqs] for i in range(0, len(batch), seqs)]
+    if variant.startswith("packed"):
+        tokens = max(sum(len(i) for i, _ in mb) for mb in mbs)
+    else:
+        tokens = max(len(mb) * max(len(i) for i, _ in mb) for mb in mbs)
+    act = tokens * 1.5 / (3 if variant.endswith("ckpt") else 1)
+    logits = tokens * 49152 * 4 * 3 / 2**20 if variant.startswith("hf") else 0.0
+    return 2200 + act + logits
+
+
 def make_batch(args) -> list[tuple[list[int], list[int]]]:
     import random
 
@@ -132,7 +152,14 @@ def main() -> None:
         return
 
     results = {}
+    skipped = {}
+    batch = make_batch(args)
     for v in args.variants.split(","):
+        need, free = estimate_mb(v, batch, args.seqs), _available_mb()
+        if need > free:  # a shared machine: running out of memory would take other processes down with us
+            skipped[v] = f"needs ~{need:.0f} MB, {free:.0f} MB available"
+            print(f"{v:12s} skipped: {skipped[v]}", flush=True)
+            continue
         cmd = [sys.executable, __file__, "--worker", v] + [
             f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
             ("model", "micro_batches", "seqs", "min_len", "max_len", "seed", "threads")]
@@ -172,6 +199,7 @@ def main() -> None:
         "grad_ckpt_memory_saving": round(1 - mem_ratio, 3) if mem_ratio is not None else None,
         "grad_ckpt_time_cost": round(1 / ratio("packed_ckpt", "packed"), 3) if ratio("packed_ckpt", "packed") else None,
         "same_loss": same_loss,
+        "skipped": skipped,
         "target_packed_vs_padded_1_5x_met": bool(packed_vs_padded and packed_vs_padded >= 1.5),
         "target_same_loss_met": same_loss,
     }
