@@ -50,6 +50,9 @@ class TerminalEnv(SandboxEnv):
         return StepResult(reward=reward, done=True)
 
     async def verify(self) -> Reward:
+        # /tests is writable in the agent phase: what the agent left there (e.g. a json.py that the tests
+        # would import before the real one, found by temper envqa) must not reach the verifier.
+        await self.exec("find /tests -mindepth 1 -delete")
         await call(self.sandbox.upload, self.folder.path / "tests", "/tests")
         await self.exec("rm -rf /logs/verifier && mkdir -p /logs/verifier")
         r = await self.exec(["bash", "/tests/test.sh"], timeout=self.limits.verifier_timeout_s, cwd="/app")
