@@ -138,3 +138,13 @@ def test_overlong_penalty_and_mask():
     trajs = [_t(1, "a", truncated=True), _t(0, "a")]
     f = filter_trajectories(trajs, FilterConfig(overlong="mask"))
     assert f.train == [False, True] and f.stats["masked_overlong"] == 1
+
+
+def test_warmup_then_cosine_schedule():
+    from temper.rl.config import OptimConfig
+    from temper.rl.optim import lr_factor
+
+    cfg = OptimConfig(warmup_steps=4, total_steps=14, min_lr_ratio=0.1)
+    assert [lr_factor(s, cfg) for s in range(4)] == approx([0.25, 0.5, 0.75, 1.0])
+    assert lr_factor(9, cfg) == approx(0.1 + 0.9 * 0.5)  # halfway through the cosine
+    assert lr_factor(14, cfg) == approx(0.1) and lr_factor(100, cfg) == approx(0.1)
