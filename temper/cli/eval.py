@@ -16,6 +16,8 @@ def register(app: typer.Typer) -> None:
         sets: SetOption = None,
         model: Annotated[str | None, typer.Option("--model", "-m", help="Bundled name, folder, GGUF file or Hub id.",
                                                   show_default=False)] = None,
+        endpoint: Annotated[str | None, typer.Option("--endpoint", help="Evaluate an OpenAI-compatible server "
+                                                     "(URL); --model names its tokenizer.", show_default=False)] = None,
         suite: Annotated[list[str] | None, typer.Option("--suite", help="Suite spec (repeatable), e.g. "
                                                         "humaneval or noisy:suite=(humaneval),rate=0.05.",
                                                         show_default=False)] = None,
@@ -46,6 +48,8 @@ def register(app: typer.Typer) -> None:
         # Text values are set on the validated config: a spec must stay a string, not parsed as YAML.
         if model is not None:
             cfg.model = model
+        if endpoint is not None:
+            cfg.endpoint = endpoint
         if suite:
             cfg.suites = list(suite)
         if out is not None:

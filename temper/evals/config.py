@@ -51,6 +51,10 @@ class GridConfig(ConfigModel):
 
 class EvalConfig(ConfigModel):
     model: str = "smollm2-135m"
+    # An OpenAI-compatible server to evaluate (temper serve, vLLM, SGLang); `model` then names the
+    # tokenizer (and, unless endpoint_model is set, the server's model name). None: an in-process engine.
+    endpoint: str | None = None
+    endpoint_model: str | None = None
     # suite specs, e.g. humaneval, terminal, noisy:suite=(humaneval),rate=0.05
     suites: list[str] = Field(default_factory=list)
     samples: int = Field(1, ge=1)  # samples per task (pass@k for every k <= samples)

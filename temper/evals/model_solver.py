@@ -31,8 +31,11 @@ class ModelSolver:
 
     @classmethod
     def load(cls, cfg: EvalConfig) -> "ModelSolver":
-        """Load `cfg.model` and start an in-process engine for it."""
+        """Load `cfg.model` and start an in-process engine for it (or, with `cfg.endpoint`, generate there)."""
         from temper.models import load_model
+
+        if cfg.endpoint:
+            return cls.remote(cfg)
 
         start = time.perf_counter()
         loaded = load_model(cfg.model)
@@ -47,6 +50,18 @@ class ModelSolver:
 
         engine = AsyncEngine(LLMEngine(model, tokenizer, cfg.engine))
         return cls(engine, tokenizer, cfg, engine.engine.max_model_len, owned=engine, model_name=model_name)
+
+    @classmethod
+    def remote(cls, cfg: EvalConfig) -> "ModelSolver":
+        """Generate on an OpenAI-compatible server; the tokenizer of `cfg.model` stays local (token ids in/out)."""
+        from temper.models import Tokenizer, resolve_model
+        from temper.serve.config import default_served_name
+        from temper.serve.remote_client import RemoteClient
+
+        tok = Tokenizer.from_folder(resolve_model(cfg.model))
+        name = cfg.endpoint_model or default_served_name(cfg.model)
+        client = RemoteClient(cfg.endpoint or "", name, tokenizer=tok)
+        return cls(client, tok, cfg, model_name=f"{name} @ {cfg.endpoint}")
 
     def limits(self) -> EpisodeLimits:
         a = self.cfg.agent

@@ -23,7 +23,7 @@ class SuiteConfig(ConfigModel):
     spec: str  # a temper.envs suite spec, e.g. reasoning_gym:task=chain_sum,n=500
     weight: float = Field(1.0, gt=0)  # share of new groups (normalised over suites)
     priority: int = 0  # when slots are scarce, a higher priority is served first
-    max_concurrency: int = Field(16, ge=1)  # episodes in flight for this suite (its sandbox capacity)
+    max_concurrency: int = Field(32, ge=1)  # episodes in flight for this suite (its sandbox capacity)
 
 
 class RetryConfig(ConfigModel):

@@ -13,7 +13,6 @@ import logging
 import time
 import uuid
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from temper.engine import RequestError, SamplingParams
 from temper.errors import TemperError
 from temper.serve.chat import chat_prompt_ids
-from temper.serve.config import ServeConfig
+from temper.serve.config import ServeConfig, default_served_name
 from temper.serve.metrics import Metrics
 from temper.serve.responses import Job
 from temper.serve.router import Router, UnknownModel, split_model
@@ -52,10 +51,7 @@ class ApiError(Exception):
 
 
 def served_name(cfg: ServeConfig) -> str:
-    if cfg.served_name:
-        return cfg.served_name
-    p = Path(cfg.model)
-    return p.stem if p.suffix == ".gguf" else p.name if ("/" in cfg.model or p.exists()) else cfg.model
+    return cfg.served_name or default_served_name(cfg.model)
 
 
 class Server:
