@@ -81,7 +81,7 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         os.close(in_w)
     if timed_out:
         _kill_quietly(pid)
-    status, cpu_s, maxrss = launch.wait()
+    status, cpu_s, maxrss = launch.wait(killed=timed_out)
     duration = time.monotonic() - start
     kill_leftovers(jail)
     cleanup_s = time.monotonic() - start - duration
@@ -137,7 +137,7 @@ class _Forked:
             _child(jail, argv, env, cwd, *fds)
         self.done_fd = os.pidfd_open(self.pid)
 
-    def wait(self) -> tuple:
+    def wait(self, killed: bool = False) -> tuple:
         _, status, usage = os.wait4(self.pid, 0)
         os.close(self.done_fd)
         return status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
@@ -148,6 +148,8 @@ class _Spawned:
 
     def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int]):
         self.jail, self.pid, self.failure, self.code = jail, 0, None, 0
+        if jail.spawner.sock is None:  # stopped earlier (it had died or hung)
+            jail.spawner.start()
         self.done_fd = jail.spawner.fileno()
         try:
             exe = _which(argv[0], env.get("PATH", "/usr/bin:/bin"))
@@ -163,10 +165,10 @@ class _Spawned:
             return
         self.pid = reply["pid"]
 
-    def wait(self) -> tuple:
+    def wait(self, killed: bool = False) -> tuple:
         if self.failure is not None:
             return None, 0.0, 0
-        msg = self.jail.spawner.receive()
+        msg = self.jail.spawner.receive(timeout=10.0 if killed else None)
         if msg is None:  # the spawner died while waiting: the command is killed with everything else
             _kill_quietly(self.pid)
             self.code = -signal.SIGKILL
@@ -207,7 +209,7 @@ def _kill_all(jail: Jail) -> None:
                 os.kill(-1, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            _reap(block=True)
+            reap_all()
         return
     for _ in range(5000):
         victims = _victims(jail.kill)
@@ -252,17 +254,32 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _reap(block: bool = False) -> bool:
-    """Reap zombie children (all of them, waiting for each, when `block`); True if any was reaped."""
+def _reap() -> bool:
+    """Reap the zombie children there are now; True if any was reaped."""
     reaped = False
     while True:
         try:
-            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return reaped
         if pid == 0:
             return reaped
         reaped = True
+
+
+def reap_all(deadline_s: float = 5.0) -> None:
+    """Reap children until there are none, for at most `deadline_s`: a SIGKILLed process stuck in
+    uninterruptible I/O (a loaded host paging) must not hang the sandbox; it is reaped later."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() > end:
+                return
+            time.sleep(0.0002)
 
 
 def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int, out_w: int, err_w: int) -> None:

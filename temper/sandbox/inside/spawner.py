@@ -50,19 +50,28 @@ class Spawner:
 
     def _ask(self, msg: dict, fds: tuple[int, ...] = ()) -> dict | None:
         data = json.dumps(msg).encode()
+        if self.sock is None:
+            return None
         try:
             socket.send_fds(self.sock, [data], list(fds))
-            return self.receive()
         except OSError:
             return None
+        return self.receive(timeout=30.0)
 
-    def receive(self) -> dict | None:
-        """The next message, or None when the helper has died."""
+    def receive(self, timeout: float | None = None) -> dict | None:
+        """The next message; None when the helper has died or did not answer within `timeout`
+        (then it is killed: the caller cleans up and starts another)."""
+        if self.sock is None:
+            return None
         try:
-            data = self.sock.recv(MAX_MESSAGE) if self.sock else b""
-        except OSError:
+            self.sock.settimeout(timeout)
+            data = self.sock.recv(MAX_MESSAGE)
+        except OSError:  # socket.timeout included
             data = b""
-        return json.loads(data) if data else None
+        if not data:
+            self.stop()
+            return None
+        return json.loads(data)
 
     def spawn(self, exe: str, argv: list, env: dict, cwd: str, fds: tuple[int, int, int], cpu: tuple) -> dict | None:
         """{"pid"} or {"error", "code"}; None when the helper is gone (the caller forks instead)."""
@@ -80,12 +89,11 @@ class Spawner:
             self.sock.close()
             self.sock = None
         if self.pid:
-            try:
+            try:  # noqa: SIM105 - contextlib would cost start-up time here
                 os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (OSError, ChildProcessError):
+            except OSError:
                 pass
-            self.pid = 0
+            self.pid = 0  # reaped with the other children (we are pid 1, or a subreaper)
 
 
 def _serve(sock: socket.socket, jail: object) -> None:
@@ -149,8 +157,4 @@ def _sweep(mode: str) -> None:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        while True:
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
+        proc.reap_all()
