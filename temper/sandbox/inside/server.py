@@ -28,6 +28,7 @@ class Supervisor:
         self.cpu_s: int = init["cpu_s"]
         self.folders = fsops.Folders(init["folders"])
         self.template_fd: int | None = None
+        self.dirty = False  # an exec failed before killing what it started
         if init["mode"] == "bwrap":
             self._enter_own_namespaces()
         else:
@@ -72,7 +73,9 @@ class Supervisor:
             return {"entries": self.folders.listdir(req["path"], req.get("recursive", False))}, b""
         if op == "reset":
             start = time.monotonic()
-            proc.kill_leftovers(self.jail)
+            if self.dirty:  # every exec kills what it started; only an exec that failed midway has not
+                proc.kill_leftovers(self.jail)
+                self.dirty = False
             self.folders.reset(req.get("template"), "template" in req)
             return {"ok": True, "overlay": self.folders.overlay, "reset_s": time.monotonic() - start}, b""
         if op == "copy_in":
@@ -83,8 +86,10 @@ class Supervisor:
         raise ValueError(f"unknown op {op!r}")
 
     def exec(self, req: dict, stdin: bytes) -> tuple[dict, bytes]:
+        self.dirty = True
         meta, out, err = proc.run(self.jail, req["argv"], req["env"], req["cwd"],
                                   stdin if req.get("stdin") else None, req["timeout"])
+        self.dirty = False
         meta["limit"] = self._limit(meta, err)
         meta["stdout_len"] = len(out)
         return meta, out + err
