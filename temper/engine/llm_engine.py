@@ -2,9 +2,8 @@
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass, field
 
 import torch
 
@@ -13,6 +12,7 @@ from temper.engine.config import EngineConfig
 from temper.engine.kv_cache import KVCache, kv_bytes_per_token
 from temper.engine.model_runner import ModelRunner
 from temper.engine.outputs import Completion, TokenEvent
+from temper.engine.requests import FinishCallback, Request, TokenCallback, eos_ids, prompt_ids
 from temper.engine.sampler import Sampler, _penalized
 from temper.engine.sampling_params import RequestError, SamplingParams
 from temper.engine.scheduler import Scheduled, Scheduler
@@ -20,18 +20,6 @@ from temper.engine.sequence import Sequence, Status
 from temper.engine.speculative import NgramProposer
 from temper.errors import TemperError
 from temper.models import LlamaForCausalLM
-
-TokenCallback = Callable[[TokenEvent], None]
-FinishCallback = Callable[[Completion], None]
-
-
-@dataclass
-class Request:
-    request_id: str
-    seqs: list[Sequence]
-    on_token: TokenCallback | None = None
-    on_finish: FinishCallback | None = None
-    done: list[Completion] = field(default_factory=list)
 
 
 class LLMEngine:
@@ -57,7 +45,7 @@ class LLMEngine:
         if config.speculative.method == "draft":
             raise TemperError("engine.speculative.method='draft' (a draft model) is not implemented yet; use 'ngram'")
         self.proposer = NgramProposer(config.speculative) if config.speculative.method == "ngram" else None
-        self.eos_ids = _eos_ids(tokenizer, mcfg.eos_token_id)
+        self.eos_ids = eos_ids(tokenizer, mcfg.eos_token_id)
         self.requests: dict[str, Request] = {}
         self.lock = threading.RLock()  # one step, abort or weight update at a time
         self._intake_lock = threading.Lock()
@@ -86,16 +74,8 @@ class LLMEngine:
             if request_id in self._ids_in_use:
                 raise RequestError(f"{where}: request_id is already in use")
             params.validate(where)
-            ids = self._tokens(prompt, where)
-            if len(ids) >= self.max_model_len:
-                raise RequestError(f"{where}: prompt has {len(ids)} tokens; the context holds {self.max_model_len} "
-                                   f"(prompt + at least one new token)")
-            if self.blocks.blocks_for(len(ids) + 1) > self.blocks.num_blocks:
-                raise RequestError(f"{where}: prompt of {len(ids)} tokens does not fit the KV budget "
-                                   f"({self.blocks.num_blocks * self.config.block_size} tokens)")
-            bad = [t for t in ids if not 0 <= t < self.model.config.vocab_size]
-            if bad:
-                raise RequestError(f"{where}: prompt token id {bad[0]} is outside the vocabulary")
+            ids = prompt_ids(prompt, self.tokenizer, where, self.max_model_len,
+                             self.blocks.num_blocks * self.config.block_size, self.model.config.vocab_size)
             seqs = []
             for i in range(params.n):
                 seed = params.seed + i if params.seed is not None else int(
@@ -112,17 +92,6 @@ class LLMEngine:
             self.requests[req.request_id] = req
             for seq in req.seqs:
                 self.scheduler.add(seq)
-
-    def _tokens(self, prompt: str | Seq[int], where: str) -> list[int]:
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise RequestError(f"{where}: a text prompt needs a tokenizer; pass token ids")
-            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
-        else:
-            ids = [int(t) for t in prompt]
-        if not ids:
-            raise RequestError(f"{where}: prompt is empty")
-        return ids
 
     def abort(self, request_id: str) -> list[Completion]:
         """Stop a request now; its samples come back with their partial tokens (finish_reason 'abort')."""
@@ -303,13 +272,3 @@ class LLMEngine:
             self.blocks.invalidate()
             self.version = version
 
-
-def _eos_ids(tokenizer, fallback: int | list[int] | None) -> set[int]:
-    ids = getattr(tokenizer, "eos_token_ids", None)
-    if ids:
-        return set(ids)
-    if getattr(tokenizer, "eos_token_id", None) is not None:
-        return {tokenizer.eos_token_id}
-    if fallback is None:
-        return set()
-    return set(fallback) if isinstance(fallback, list) else {fallback}
