@@ -76,8 +76,10 @@ class OrchestratorConfig(ConfigModel):
 
 
 class AgentSection(ConfigModel):
-    system_prompt: str = "You are a helpful assistant."
-    temperature: float = Field(1.0, ge=0)
+    # SmolLM2's own default system prompt: the base pass rate on two-digit sums is ~2x that under a
+    # generic one (measured: 27% vs 14% greedy).
+    system_prompt: str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    temperature: float = Field(0.8, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens: int = Field(24, ge=1)  # per model turn ("a + b = c" takes ~10 tokens)
     max_turns: int = Field(1, ge=1)
@@ -93,6 +95,7 @@ class EvalConfig(ConfigModel):
     temperature: float = Field(0.0, ge=0)  # greedy: one deterministic answer per task
     max_new_tokens: int | None = None  # None: agent.max_new_tokens
     metric: str = "correctness"  # the reward component scored (correctness only, never format)
+    every: int = Field(0, ge=0)  # also evaluate every N steps during training, at low priority (0: off)
 
 
 class LoggingConfig(ConfigModel):

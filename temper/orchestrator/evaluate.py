@@ -31,8 +31,8 @@ def score(attempt: Any, metric: str) -> float | None:
 
 
 async def evaluate(backend: Backend, suite_index: int, task_ids: list[str], metric: str, concurrency: int,
-                   on_done: Any = None) -> EvalResult:
-    attempts = await run_eval(backend, suite_index, task_ids, concurrency, on_done)
+                   on_done: Any = None, gate: Any = None) -> EvalResult:
+    attempts = await run_eval(backend, suite_index, task_ids, concurrency, on_done, gate)
     scores = [score(a, metric) for a in attempts]
     ok = [s for s in scores if s is not None]
     ci = bootstrap_mean(ok)

@@ -11,11 +11,12 @@ the trainer the oldest complete groups, drops any that lag more than max_stalene
 """
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -93,6 +94,7 @@ class Pipeline:
         self.running = 0  # groups in flight
         self.taken = 0  # groups taken since the last publish (their budget is still in use)
         self.refills = 0  # zero-variance groups dropped for the current step
+        self.low_running = 0  # lower-priority (evaluation) episodes running
         self.counters = Counters()
         self.replay = ReplayBuffer(cfg.replay, random.Random(seed)) if cfg.replay.enabled else None
         self.changed = asyncio.Condition()
@@ -132,8 +134,8 @@ class Pipeline:
                 self.changed.notify_all()
 
     def _episodes_free(self) -> bool:
-        return self.running * self.cfg.group_size + self.cfg.group_size <= max(self.cfg.concurrency,
-                                                                               self.cfg.group_size)
+        busy = self.running * self.cfg.group_size + self.low_running
+        return busy + self.cfg.group_size <= max(self.cfg.concurrency, self.cfg.group_size)
 
     async def _run_group(self, sched: Scheduled, version: int) -> None:
         n, task = self.cfg.group_size, sched.task
@@ -234,6 +236,22 @@ class Pipeline:
             self.version, self.taken, self.refills = version, 0, 0
             self.changed.notify_all()
 
+    @contextlib.asynccontextmanager
+    async def low_priority(self) -> AsyncIterator[None]:
+        """A slot for a lower-priority episode (evaluation during training): granted only while the
+        producer cannot start a training group (staleness budget spent) and episodes are free, and
+        given back at once; training rollouts never wait for it."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.budget_left() <= 0 and self.low_running < self.cfg.group_size
+                                        and self._episodes_free())
+            self.low_running += 1
+        try:
+            yield
+        finally:
+            async with self.changed:
+                self.low_running -= 1
+                self.changed.notify_all()
+
     def depth(self) -> dict[str, int]:
         return {"running": self.running, "ready": len(self.ready), "budget": self.budget_left()}
 
@@ -246,14 +264,16 @@ class Pipeline:
 
 
 async def run_eval(backend: Backend, suite_index: int, task_ids: list[str], concurrency: int,
-                   on_done: Callable[[int], Awaitable[None] | None] | None = None) -> list[Attempt]:
-    """One greedy episode per held-out task, spread over the workers, results in task order."""
+                   on_done: Callable[[int], Awaitable[None] | None] | None = None,
+                   gate: "Pipeline | None" = None) -> list[Attempt]:
+    """One greedy episode per held-out task, spread over the workers, results in task order. With
+    a `gate` (a running pipeline) each episode waits for capacity training rollouts leave idle."""
     sem = asyncio.Semaphore(concurrency)
     done = 0
 
     async def one(i: int, tid: str) -> Attempt:
         nonlocal done
-        async with sem:
+        async with sem, (gate.low_priority() if gate is not None else contextlib.nullcontext()):
             r = await with_retries(lambda _a: backend.run_episode(i % backend.num_workers, suite_index, tid,
                                                                   f"eval-{tid}", 0, eval_mode=True),
                                    RetryConfig(), FaultStats())

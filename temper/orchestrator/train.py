@@ -70,6 +70,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                             cfg.runtime.seed)
             pipe.start()
             pending: list[tuple[int, list[str], list[str], dict[str, float]]] = []
+            mid: asyncio.Task | None = None  # a low-priority evaluation during training
             last = time.monotonic()
             step = committed  # trainer steps, skipped ones included (a batch with no signal changes no weight)
             while step < cfg.max_steps:
@@ -91,9 +92,13 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                     # the marks commit with the checkpoint that holds their weights (store.py)
                     await asyncio.to_thread(store.commit_steps, pending, path.name)
                     pending = []
+                if cfg.eval.every and step % cfg.eval.every == 0 and eval_suite and not (mid and not mid.done()):
+                    mid = asyncio.create_task(_mid_eval(backend, len(suites), eval_tasks, cfg, pipe, run, step))
                 run.log_metrics(row)
                 trackers.log(row)
                 progress.step(row)
+            if mid is not None:
+                mid.cancel()
             await pipe.stop()
             after = None
             if eval_suite and cfg.eval.after:
@@ -116,6 +121,14 @@ async def _evaluate(backend: Any, suite_index: int, tasks: list, cfg: TrainConfi
                                         lambda k: progress.note(f"evaluating {which}: {k}/{n}"))
     progress.note(f"eval {which}: {result.mean_reward:.3f} [{result.ci_low:.3f}, {result.ci_high:.3f}] (n={result.n})")
     return {**result.summary(), "scores": result.scores}
+
+
+async def _mid_eval(backend: Any, suite_index: int, tasks: list, cfg: TrainConfig, pipe: Pipeline, run: RunDir,
+                    step: int) -> None:
+    """Held-out evaluation while training goes on; its episodes only use capacity rollouts leave idle."""
+    r = await evaluate(backend, suite_index, [t.id for t in tasks], cfg.eval.metric, cfg.orchestrator.concurrency,
+                       gate=pipe)
+    run.audit("eval", which=f"step {step}", **r.summary())
 
 
 def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: Any, step_s: float, train_s: float,

@@ -31,8 +31,11 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
 
 def test_asynchronous_run_learns_and_observes_bounded_staleness(toy_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "async"
-    summary = run_tiny(toy_model, out, orchestrator__max_staleness=2)
+    summary = run_tiny(toy_model, out, orchestrator__max_staleness=2, eval__every=10)
     assert learned(summary), summary
+    audit = [json.loads(x) for x in (out / "audit.jsonl").read_text().splitlines()]
+    mid = [a for a in audit if a["kind"] == "eval" and a["which"].startswith("step")]
+    assert mid and mid[0]["n"] == 64  # a low-priority evaluation ran while training went on
     rows = metrics(out)
     assert max(r["staleness_max"] for r in rows) <= 2
     assert max(r["staleness_max"] for r in rows) > 0  # overlap really happened
