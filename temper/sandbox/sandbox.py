@@ -159,15 +159,15 @@ class Sandbox:
         """Back to the template (another one if given): kills every process, restores every writable
         folder and /tmp. Restarts the sandbox if it had died. Returns the seconds it took."""
         with self._lock:
+            sup = self._live()
             req: dict[str, Any] = {"op": "reset"}
             if template is not KEEP:
-                self.template = Path(template) if template is not None else None
-                self.template_key = self._stage(self.template)
-                lower = f"{req_root(self)}/{self.template_key}" if self.template_key else None
-                req["template"] = lower
-            if self._sup is None or not self._sup.alive:
-                if self._sup is not None:
-                    self._sup.stop()
+                new = Path(template) if template is not None else None
+                key = self._stage(new)  # first: a template that cannot be staged changes nothing
+                self.template, self.template_key = new, key
+                req["template"] = f"{req_root(self)}/{key}" if key else None
+            if not sup.alive:
+                sup.stop()
                 self._start()
                 self._audit("reset", restarted=True, template_key=self.template_key)
                 return self._sup.started_s if self._sup else 0.0

@@ -157,3 +157,21 @@ def test_kill_all_sweeps_are_refused_as_root() -> None:
             "print(proc.kill_all_is_safe('ns', 1), proc.kill_all_is_safe('uid', 1), proc.kill_all_is_safe('tree', 1))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.stdout == "False False False\n", r.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_dead_sandbox_is_reported_and_reset_restarts_it(mode: str, state_dir: Path, template: Path,
+                                                          tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from temper.sandbox import SandboxCrashed
+
+    with Sandbox(make_config(mode, state_dir, template, tmp_path)) as sb:
+        assert sb._sup is not None and sb._sup._proc is not None
+        os.kill(sb._sup._proc.pid, signal.SIGKILL)  # an infrastructure failure, from outside
+        with pytest.raises(SandboxCrashed):
+            sb.exec("true")
+        sb.reset()
+        assert sb.exec("cat hello.txt").text == "hello from the template\n"
