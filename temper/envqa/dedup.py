@@ -4,7 +4,7 @@ it, Jaccard >= threshold, confirmed on the exact shingle sets), grouped into clu
 Code is normalised first, so a renamed copy is still a copy: Python through `tokenize`
 (identifiers -> ID, numbers and strings -> LIT, comments dropped; keywords and operators kept),
 shell and other text by a small lexer ($var and var= -> ID, numbers and quoted strings -> LIT).
-Prose (the instruction) is lower-cased words.
+The instruction counts as the set of its content words, so a rewording keeps most of it.
 """
 
 import hashlib
@@ -19,6 +19,7 @@ from datasketch import MinHash, MinHashLSH
 
 _WORD = re.compile(r"[a-z0-9]+")
 _SHELL = re.compile(r"""\$\{?\w+\}?|\w+(?==)|"(?:[^"\\]|\\.)*"|'[^']*'|\d+(?:\.\d+)?|\w+|[^\s\w]""")
+_HEREDOC = re.compile(r"""<<-?\s*['"]?(\w+)['"]?[^\n]*\n(.*?)\n\1\b""", re.S)
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
          tokenize.ENCODING}
 
@@ -58,23 +59,50 @@ def shell_tokens(code: str) -> list[str]:
     return out
 
 
+def _shell_with_heredocs(code: str) -> list[str]:
+    """Shell, with each here-document that is Python (python3 - <<'PY' ... PY) normalised as Python."""
+    out, pos = [], 0
+    for m in _HEREDOC.finditer(code):
+        out += shell_tokens(code[pos:m.start(2)])
+        body = m.group(2)
+        out += python_tokens(body) or shell_tokens(body)
+        pos = m.end(2)
+    return out + shell_tokens(code[pos:])
+
+
 def normalise_file(name: str, text: str) -> list[str]:
     if name.endswith(".py") and (toks := python_tokens(text)) is not None:
         return toks
     if name.endswith((".sh", ".bash")) or text.startswith("#!"):
-        return shell_tokens(text)
+        return _shell_with_heredocs(text)
     return _WORD.findall(text.lower())
 
 
-def normalise(instruction: str, files: dict[str, str]) -> list[str]:
-    """The task as one token stream: instruction words, then each file's tokens in path order."""
-    toks = _WORD.findall(instruction.lower())
+_STOP = frozenset({"a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "if", "in",
+                   "into", "is", "it", "its", "of", "on", "or", "so", "that", "the", "then", "this", "to", "was",
+                   "when", "which", "with"})
+
+
+@dataclass
+class Doc:
+    digest: str  # hash of the normalised content: equal for exact (and renamed-identifier) copies
+    shingles: set[str]
+
+
+def normalise(instruction: str, files: dict[str, str], n: int = 5) -> Doc:
+    """Instruction: its content words as a set (a rewording keeps most of them, whatever their order);
+    files: n-token shingles of their normalised tokens, in path order."""
+    words = [w for w in _WORD.findall(instruction.lower()) if w not in _STOP]
+    toks: list[str] = []
     for name in sorted(files):
         toks += ["FILE", *normalise_file(name, files[name])]
-    return toks
+    digest = hashlib.sha256(" ".join([*words, "INSTRUCTION", *toks]).encode()).hexdigest()
+    return Doc(digest, {f"w:{w}" for w in words} | shingles(toks, n))
 
 
 def shingles(tokens: Sequence[str], n: int) -> set[str]:
+    if not tokens:
+        return set()
     if len(tokens) <= n:
         return {" ".join(tokens)}
     return {" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
@@ -86,19 +114,20 @@ class Cluster:
     members: list[str]  # keeper first
     kind: str  # "exact" when every member has the same normalised content, else "near"
     similarity: float  # lowest pairwise Jaccard that joined the cluster
+    exact: list[str]  # members with the keeper's normalised content (the rest are near copies)
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-def find_duplicates(docs: dict[str, list[str]], threshold: float = 0.8, num_perm: int = 128, n: int = 5,
+def find_duplicates(docs: dict[str, Doc], threshold: float = 0.8, num_perm: int = 128,
                     order: Sequence[str] | None = None) -> list[Cluster]:
-    """docs: id -> normalised tokens. Clusters of two or more; the keeper is the first in `order`."""
+    """docs: key -> normalised doc. Clusters of two or more; the keeper is the first in `order`."""
     order = list(order or docs)
     rank = {k: i for i, k in enumerate(order)}
-    sets = {k: shingles(v, n) for k, v in docs.items()}
-    digests = {k: hashlib.sha256(" ".join(v).encode()).hexdigest() for k, v in docs.items()}
+    sets = {k: v.shingles for k, v in docs.items()}
+    digests = {k: v.digest for k, v in docs.items()}
     parent = {k: k for k in docs}
 
     def find(x: str) -> str:
@@ -130,5 +159,6 @@ def find_duplicates(docs: dict[str, list[str]], threshold: float = 0.8, num_perm
             continue
         members.sort(key=rank.__getitem__)
         kind = "exact" if len({digests[m] for m in members}) == 1 else "near"
-        clusters.append(Cluster(members[0], members, kind, round(lowest.get(find(members[0]), 1.0), 4)))
+        exact = [m for m in members[1:] if digests[m] == digests[members[0]]]
+        clusters.append(Cluster(members[0], members, kind, round(lowest.get(find(members[0]), 1.0), 4), exact))
     return sorted(clusters, key=lambda c: rank[c.keeper])

@@ -115,7 +115,7 @@ def write_report(out: Path, cfg: EnvQAConfig, records: list[dict[str, Any]], clu
         (out / "tasks" / f"{_name(rec)}.json").write_text(json.dumps(rec, indent=1, default=str))
     tasks = [compact(r) for r in records]
     cl = [{"keeper": paths[c.keeper], "members": [paths[m] for m in c.members], "kind": c.kind,
-           "similarity": c.similarity} for c in clusters]
+           "similarity": c.similarity, "exact": [paths[m] for m in c.exact]} for c in clusters]
     summary = summarise(records, wall_s, executed)
     report = {"suite": cfg.suite, "config": cfg.model_dump(), "summary": summary, "clusters": cl, "tasks": tasks}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))

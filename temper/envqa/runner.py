@@ -146,8 +146,9 @@ async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
     clusters = duplicates(entries, order, cfg)
     for c in clusters:
         for m in c.members[1:]:
-            records[m]["checks"]["duplicates"] = {"duplicate_of": records[c.keeper]["path"], "kind": c.kind,
-                                                  "similarity": c.similarity}
+            records[m]["checks"]["duplicates"] = {"duplicate_of": records[c.keeper]["path"],
+                                                  "kind": "exact" if m in c.exact else "near",
+                                                  "cluster_similarity": c.similarity}
     records = list(records.values())
     for rec in records:
         rec["verdicts"] = assemble(rec)

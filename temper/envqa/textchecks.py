@@ -5,7 +5,7 @@ from typing import Any
 
 from temper.envqa.config import EnvQAConfig
 from temper.envqa.contamination import EvalIndex, task_text
-from temper.envqa.dedup import Cluster, find_duplicates, normalise
+from temper.envqa.dedup import Cluster, Doc, find_duplicates, normalise
 from temper.envqa.loading import Entry
 from temper.envqa.sensitive import scan_task
 from temper.envs.registry import parse_spec
@@ -33,19 +33,19 @@ def entry_texts(e: Entry) -> dict[str, str]:
     return {"prompt": e.task.prompt, **files, **({"oracle": e.task.oracle} if e.task.oracle else {})}
 
 
-def dedup_doc(e: Entry) -> list[str]:
+def dedup_doc(e: Entry, n: int = 5) -> Doc:
     """Instruction + the files the agent gets + the reference solution (shared verifier boilerplate is
     left out: it would make every pair of distinct tasks look alike)."""
     assert e.task is not None
     files = dict(e.task.payload.get("files") or {})
     if e.task.oracle:
         files["solution/solve.sh" if e.folder is not None else "oracle"] = e.task.oracle
-    return normalise(e.task.prompt, files)
+    return normalise(e.task.prompt, files, n)
 
 
 def duplicates(entries: list[Entry], order: list[str], cfg: EnvQAConfig) -> list[Cluster]:
-    docs = {e.key: dedup_doc(e) for e in entries if e.task is not None}
-    return find_duplicates(docs, cfg.dup_threshold, cfg.num_perm, cfg.shingle, [k for k in order if k in docs])
+    docs = {e.key: dedup_doc(e, cfg.shingle) for e in entries if e.task is not None}
+    return find_duplicates(docs, cfg.dup_threshold, cfg.num_perm, [k for k in order if k in docs])
 
 
 def eval_index(cfg: EnvQAConfig) -> EvalIndex:
