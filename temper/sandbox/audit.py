@@ -13,8 +13,9 @@ import json
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 GENESIS = "0" * 64
 
@@ -29,6 +30,19 @@ def _digest(record: dict[str, Any]) -> str:
 
 
 class AuditLog:
+    _shared: ClassVar[weakref.WeakValueDictionary] = weakref.WeakValueDictionary()  # path -> AuditLog
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, path: str | Path) -> "AuditLog":
+        """One writer per log file in this process (sandboxes of one run share it)."""
+        key = Path(path).resolve()
+        with cls._shared_lock:
+            log = cls._shared.get(key)
+            if log is None:
+                log = cls._shared[key] = cls(key)
+            return log
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,18 +75,25 @@ class AuditLog:
                 os.close(self._fd)
                 self._fd = -1
 
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
+
 
 def _tail(path: Path) -> tuple[str, int]:
-    last = b""
+    """(hash, next seq) of the last record, reading back from the end only as far as needed."""
     with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
-        f.seek(max(0, end - (1 << 20)))
-        lines = [ln for ln in f.read().split(b"\n") if ln.strip()]
-        last = lines[-1] if lines else b""
-    if not last:
+        end = f.seek(0, os.SEEK_END)
+        size = 4096
+        while True:
+            f.seek(max(0, end - size))
+            lines = [ln for ln in f.read().split(b"\n") if ln.strip()]
+            if len(lines) >= 2 or size >= end:
+                break
+            size *= 4
+    if not lines:
         return GENESIS, 0
-    rec = json.loads(last)
+    rec = json.loads(lines[-1])
     return rec["hash"], rec["seq"] + 1
 
 

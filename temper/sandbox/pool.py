@@ -29,8 +29,8 @@ log = logging.getLogger("temper.sandbox")
 class SandboxPool:
     def __init__(self, config: SandboxConfig | None = None, audit: AuditLog | None = None):
         self.config = config or SandboxConfig()
-        self.audit = audit if audit is not None else (AuditLog(self.config.audit_path) if self.config.audit else None)
-        self._own_audit = audit is None
+        self.audit = audit if audit is not None else (
+            AuditLog.shared(self.config.audit_path) if self.config.audit else None)
         self._idle: deque[Sandbox] = deque()
         self._dirty: deque[Sandbox] = deque()
         self._alive = 0
@@ -106,8 +106,6 @@ class SandboxPool:
         self._thread.join(timeout=30)
         for sb in victims:
             sb.close()
-        if self._own_audit and self.audit is not None:
-            self.audit.close()
 
     def __enter__(self) -> "SandboxPool":
         return self

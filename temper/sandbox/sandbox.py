@@ -33,8 +33,8 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.id = uuid.uuid4().hex[:12]
         self.mode = modes.resolve(self.config)
-        self._own_audit = audit is None and self.config.audit
-        self.audit = AuditLog(self.config.audit_path) if self._own_audit else audit
+        self.audit = audit if audit is not None else (
+            AuditLog.shared(self.config.audit_path) if self.config.audit else None)
         tpl = self.config.workspace if template is KEEP else template
         self.template: Path | None = Path(tpl) if tpl is not None else None
         self._lock = threading.RLock()
@@ -182,8 +182,6 @@ class Sandbox:
             self._audit("close")
             sup, self._sup = self._sup, None
             sup.stop()
-            if self._own_audit and self.audit is not None:
-                self.audit.close()
 
     def _live(self) -> Supervisor:
         if self._sup is None:
