@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from serve_helpers import LiveServer, metric, serve_config
 from typer.testing import CliRunner
 
@@ -33,6 +34,7 @@ def tiny_recipe(model: Path, out: Path, url: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_train_tiny_recipe_on_a_remote_server(tmp_path: Path):
     from temper.orchestrator.config import TrainConfig
     from temper.orchestrator.run_dir import RunDir
