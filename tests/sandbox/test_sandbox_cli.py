@@ -1,4 +1,7 @@
-"""The real `temper` entry point: output passes through, exit codes, one-line errors, audit-verify."""
+"""The real `temper` entry point: output passes through, exit codes, one-line errors.
+
+(`audit-verify` and the other examples run in test_sandbox_docs.py.)
+"""
 
 import subprocess
 import sys
@@ -9,7 +12,7 @@ import pytest
 TEMPER = [sys.executable, "-m", "temper"]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)  # `temper` imports torch (other commands): seconds each on a busy host
 def test_temper_sandbox_cli(tmp_path: Path) -> None:
     cmd = ["sh", "-c", "echo out; echo err >&2; exit 3"]
     r = subprocess.run([*TEMPER, "sandbox", "run", "--timeout", "5", "--", *cmd], cwd=tmp_path, capture_output=True,
@@ -21,10 +24,4 @@ def test_temper_sandbox_cli(tmp_path: Path) -> None:
     assert r.returncode == 1 and r.stderr.strip() == "error: missing: template folder not found"
 
     log = tmp_path / "runs" / "sandbox" / "sandbox-audit.jsonl"
-    lines = log.read_text().splitlines(keepends=True)
-    assert len(lines) == 3  # create, exec, close (the failed run never started a sandbox)
-    (tmp_path / "tampered.jsonl").write_text(lines[0] + lines[2])
-    r = subprocess.run([*TEMPER, "sandbox", "audit-verify", "tampered.jsonl"], cwd=tmp_path,
-                       capture_output=True, text=True)
-    assert r.returncode == 1
-    assert r.stdout.strip() == "tampered.jsonl:2: chain broken (a record before it was removed or edited)"
+    assert len(log.read_text().splitlines()) == 3  # create, exec, close (the failed run never started one)

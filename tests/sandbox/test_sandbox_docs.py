@@ -45,7 +45,7 @@ except TemperError as exc:
 """
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_doc_examples_run_as_written(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -56,7 +56,7 @@ def test_doc_examples_run_as_written(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     for lang, code in BLOCKS:  # in order, in one folder: later examples may use earlier output
         argv = ["bash", "-e", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
-        r = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=90)
+        r = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=240)
         out = r.stdout + r.stderr
         assert r.returncode == 0, f"example failed ({r.returncode}):\n{code}\n---\n{out}"
         expected = [line[3:] for line in code.splitlines() if line.startswith("#> ")]
