@@ -79,6 +79,8 @@ async def evaluate(solver: Solver, suites: Sequence[SuiteInput], cfg: EvalConfig
         cells = await run_grid(solver, cfg, out / "grid", gate)
         summary["longctx_grid"] = cells.summary()
         summary["curves"] = curves(cells.records_by_length(), cfg.prices)
+        for name in ("longctx_grid", "curves"):  # also on their own, for plotting scripts
+            (out / f"{name}.json").write_text(json.dumps(summary[name], indent=2) + "\n")
     summary["run"]["seconds"] = round(time.perf_counter() - start, 2)
     summary["run"]["executed"] = sum(r.executed for r in runs) + (cells.executed if grid else 0)
     summary["run"]["skipped"] = sum(r.skipped for r in runs) + (cells.skipped if grid else 0)

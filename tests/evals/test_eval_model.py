@@ -68,6 +68,8 @@ def test_grid_heatmap_and_curves_through_the_cli(tmp_path: Path, tiny, smollm2_t
     assert all(p["ttft_s"] > 0 and p["tpot_s"] > 0 and p["peak_mem_mb"] > 0 and p["cost_per_item"] > 0 for p in pts)
     kv = [p["kv_cache_mb"] for p in pts]
     assert kv == sorted(kv) and kv[0] > 0
+    assert json.loads((out / "curves.json").read_text()) == s["curves"]
+    assert json.loads((out / "longctx_grid.json").read_text()) == g
     for png in ("longctx_heatmap.png", "longctx_profile.png", "curves.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     report = (out / "report.md").read_text()
