@@ -64,7 +64,7 @@ def test_reset_to_another_template_and_upload(sbx: Sandbox, public_tmp: Path, te
     sbx.reset(template=other)
     assert sbx.exec("cat task.md").text == "other task"
     sbx.upload(other / "tests", "/logs/tests")  # e.g. a verifier's tests, added late
-    assert sbx.exec(f"cd {sbx.path('/logs')} && python3 -m pytest -q tests").exit_code == 0
+    assert sbx.exec(f"cd {sbx.path('/logs')} && python3 -m pytest -q tests", timeout=60).exit_code == 0
     sbx.reset(template=template)
     assert sbx.exec("ls").text == "hello.txt\npkg\n"
 
