@@ -50,17 +50,18 @@ def run(model: Path, out: Path, staleness: int, args: argparse.Namespace, before
           f"{loop - rollout:.1f}s), total {time.monotonic() - t:.1f}s, after {summary['after']}", file=sys.stderr)
     return {"loop_s": loop, "rollout_s": rollout, "train_s": loop - rollout, "summary": summary,
             "max_staleness_seen": max(r["staleness_max"] for r in rows),
-            "trained_samples": sum(r["trainer/kept_trajectories"] for r in rows if "trainer/kept_trajectories" in r)}
+            "consumed_samples": len(rows) * args.batch * args.group,
+            "kept_samples": sum(r.get("trainer/kept_trajectories", 0) for r in rows)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=768)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--new-tokens", type=int, default=8)
+    ap.add_argument("--new-tokens", type=int, default=4)
     ap.add_argument("--digits", type=int, default=3)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--eval-n", type=int, default=128)
@@ -93,7 +94,8 @@ def main() -> None:
         "sync_loop_s": round(sync["loop_s"], 2), "async_loop_s": round(asyn["loop_s"], 2),
         "sync_rollout_wait_s": round(r, 2), "sync_train_s": round(tr, 2),
         "async_max_staleness_seen": asyn["max_staleness_seen"],
-        "trained_samples": {"sync": sync["trained_samples"], "async": asyn["trained_samples"]},
+        "trained_samples": {"sync": sync["consumed_samples"], "async": asyn["consumed_samples"]},
+        "kept_after_filter": {"sync": sync["kept_samples"], "async": asyn["kept_samples"]},
         "steps": args.steps, "batch": f"{args.batch} groups x {args.group}", "sandboxed_verifier": args.sandbox,
         "target_bound_fraction_met": ratio / bound >= 0.8,
         "target_ratio_met": ratio >= 1.2,

@@ -22,7 +22,7 @@ def scratch(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return work, {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_doc_examples_run_as_written(tmp_path: Path) -> None:
     assert len(BLOCKS) >= 5
     work, env = scratch(tmp_path)
@@ -30,7 +30,7 @@ def test_doc_examples_run_as_written(tmp_path: Path) -> None:
         expected = [ln[3:] for ln in code.splitlines() if ln.startswith("#> ")]
         script = "\n".join(ln for ln in code.splitlines() if not ln.startswith("#>"))
         r = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, capture_output=True, text=True,
-                           timeout=400)
+                           timeout=540)
         assert r.returncode == 0, f"{script}\n---\n{r.stdout}\n{r.stderr[-3000:]}"
         got = [ln.rstrip() for ln in r.stdout.strip().splitlines()]
         assert got == expected, f"{script}\n---\n{r.stdout}\n{r.stderr[-2000:]}"

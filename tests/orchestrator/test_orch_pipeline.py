@@ -50,13 +50,13 @@ def test_asynchronous_run_learns_and_observes_bounded_staleness(toy_model: Path,
 def test_fault_injection_retries_masks_and_reports(toy_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "faults"
     summary = run_tiny(
-        toy_model, out, max_steps=12, eval__n=16,
+        toy_model, out, max_steps=8, eval__n=16, orchestrator__group_size=4,
         suites=[{"spec": "toy:n=64,seed=0,digits=2,sandbox=true", "max_concurrency": 16}],
         orchestrator__faults={"sandbox_kill_rate": 0.2, "worker_error_rate": 0.2, "seed": 1},
         orchestrator__retry={"max_attempts": 2, "backoff_s": 0.01},
     )
     t = summary["training"]
-    assert summary["steps"] == 12
+    assert summary["steps"] == 8
     assert t["retries"] > 0 and t["failures_sandbox_crash"] > 0 and t["failures_worker_error"] > 0
     # out of retries -> the task is quarantined and reported, its episode masked (status failed, never reward 0)
     assert t["failed_episodes"] > 0 and summary["quarantined"]
@@ -68,3 +68,18 @@ def test_fault_injection_retries_masks_and_reports(toy_model: Path, tmp_path: Pa
                       ).fetchone()[0] == 0
     rows = metrics(out)
     assert rows[-1]["injected/sandbox_kill"] > 0 and rows[-1]["injected/worker_error"] > 0
+
+
+def test_replay_mixes_past_groups_and_partial_rollouts_off_still_learn(toy_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "replay"
+    summary = run_tiny(toy_model, out, orchestrator__replay={"enabled": True, "ratio": 0.25, "capacity": 16},
+                       orchestrator__partial_rollouts=False)
+    assert learned(summary), summary
+    rows = metrics(out)
+    assert sum(r["replayed_groups"] for r in rows) > 0
+    db = sqlite3.connect(out / "store.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM replays").fetchone()[0] == sum(r["replayed_groups"] for r in rows)
+    # without partial rollouts no sample spans two policy versions
+    for (data,) in db.execute("SELECT data FROM trajectories WHERE status='consumed'"):
+        t = json.loads(data)
+        assert len({v for v, m in zip(t["versions"], t["loss_mask"], strict=True) if m}) <= 1
