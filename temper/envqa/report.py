@@ -108,7 +108,8 @@ def to_html(md: str) -> str:
 
 
 def write_report(out: Path, cfg: EnvQAConfig, records: list[dict[str, Any]], clusters: list[Cluster],
-                 entries: list[Entry], wall_s: float, executed: int) -> dict[str, Any]:
+                 entries: list[Entry], wall_s: float, executed: int, pool: dict[str, int] | None = None
+                 ) -> dict[str, Any]:
     paths = {e.key: e.path for e in entries}
     (out / "tasks").mkdir(exist_ok=True)
     for rec in records:
@@ -116,7 +117,7 @@ def write_report(out: Path, cfg: EnvQAConfig, records: list[dict[str, Any]], clu
     tasks = [compact(r) for r in records]
     cl = [{"keeper": paths[c.keeper], "members": [paths[m] for m in c.members], "kind": c.kind,
            "similarity": c.similarity, "exact": [paths[m] for m in c.exact]} for c in clusters]
-    summary = summarise(records, wall_s, executed)
+    summary = {**summarise(records, wall_s, executed), "pool": pool or {}}  # warm/cold acquisitions
     report = {"suite": cfg.suite, "config": cfg.model_dump(), "summary": summary, "clusters": cl, "tasks": tasks}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "clusters.json").write_text(json.dumps(cl, indent=1))

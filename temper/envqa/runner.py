@@ -133,6 +133,7 @@ async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
 
             await asyncio.gather(*(one(e) for e in pending))
     finally:
+        pool_stats = dict(pool.stats) if pool is not None else {}
         if pool is not None:
             pool.close()
         if owned is not None:
@@ -152,6 +153,6 @@ async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
     records = list(records.values())
     for rec in records:
         rec["verdicts"] = assemble(rec)
-    report = write_report(out, cfg, records, clusters, entries, wall, executed=len(pending))
+    report = write_report(out, cfg, records, clusters, entries, wall, executed=len(pending), pool=pool_stats)
     write_manifest(out, cfg, records, entries)
     return report
