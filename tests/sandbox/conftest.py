@@ -21,7 +21,7 @@ if os.geteuid() != 0:  # sandboxes need a dedicated uid; CI and the dev machines
 
 
 def tight_limits() -> Limits:
-    return Limits(wall_time_s=5, cpu_time_s=1, memory_mb=256, processes=64, file_size_mb=16, open_files=64,
+    return Limits(wall_time_s=20, cpu_time_s=1, memory_mb=256, processes=64, file_size_mb=16, open_files=64,
                   output_bytes=64 * 1024, disk_mb=64)
 
 
