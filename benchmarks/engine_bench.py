@@ -79,7 +79,7 @@ def rollout_prompts(tok, n_prompts: int, prompt_tokens: int) -> list[list[int]]:
 
 
 def run_temper(lm, prompts, samples, max_new, fixed, threads, seed) -> tuple[int, float]:
-    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(threads=threads, kv_budget_bytes=4 * 1024**3))
+    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(threads=threads, kv_budget_bytes=2 * 1024**3))
     params = SamplingParams(temperature=1.0, max_tokens=max_new, n=samples, seed=seed, ignore_eos=fixed)
     t = time.perf_counter()
     outs = engine.generate(prompts, params)
@@ -125,10 +125,18 @@ def run_hf_generate_batch(hf, tok, prompts, samples, max_new, fixed, seed) -> tu
     eos = sorted(tok.eos_token_ids)
     cfg = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_new,
                            eos_token_id=None if fixed else eos, pad_token_id=tok.pad_token_id)
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
     inputs = [p for p in prompts for _ in range(samples)]
+    # Size its paged cache for the workload (by default it takes a share of all free memory),
+    # with the same per-step token budget as temper's default.
+    page = 256
+    pages = sum(-(-(len(p) + max_new) // page) for p in inputs) + 8
+    cb = ContinuousBatchingConfig(page_size=page, num_blocks=pages, max_batch_tokens=1024)
     t = time.perf_counter()
     with torch.inference_mode():
-        outs = hf.generate_batch(inputs, generation_config=cfg, progress_bar=False)
+        outs = hf.generate_batch(inputs, generation_config=cfg, continuous_batching_config=cb, progress_bar=False,
+                                 warmup=False)
     dt = time.perf_counter() - t
     return sum(len(o.generated_tokens) for o in outs.values()), dt
 
