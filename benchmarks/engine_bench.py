@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "engine"))
-from texts import CODE, DECLARATION, TALE
+from engine_texts import CODE, DECLARATION, TALE
 
 from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
 from temper.engine.kv_cache import kv_bytes_per_token

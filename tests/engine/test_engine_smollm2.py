@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 from engine_helpers import check_greedy
-from texts import CODE, DECLARATION, TALE
+from engine_texts import CODE, DECLARATION, TALE
 
 from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
 
