@@ -109,7 +109,7 @@ class Supervisor:
         pid = self._proc.pid
         if self.mode == "bwrap":
             os.close(info_w)
-            pid = _read_info(info_r, self._proc) or pid
+            pid = _read_info(info_r) or pid
         if version is not None:
             lim = cfg.limits
             self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + lim.disk_mb) << 20,
@@ -191,7 +191,7 @@ class Supervisor:
             return ""
 
 
-def _read_info(fd: int, proc: subprocess.Popen) -> int | None:
+def _read_info(fd: int) -> int | None:
     """bwrap's --info-fd JSON: the host pid of the sandbox's pid 1 (our supervisor, --as-pid-1)."""
     data = b""
     try:

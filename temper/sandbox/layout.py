@@ -6,7 +6,7 @@ init message the supervisor sets itself up from.
 
 import os
 import resource
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ class Plan:
     workdir: str  # the workspace as commands see it
     dest_map: dict[str, str]  # configured mount dest -> path commands see (differs in Landlock mode)
     init: dict[str, Any]
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def repo_python_env() -> Path | None:
