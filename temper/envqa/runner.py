@@ -112,7 +112,9 @@ async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
     if cfg.policy and client is None and any(e.task is not None for e in pending):
         client, tokenizer, owned = _load_policy(cfg)
     pool = _pool(entries, cfg, out) if suite.needs_sandbox and pending else None
-    sem = asyncio.Semaphore(cfg.concurrency)  # each task holds one pool sandbox at a time (k while sampling)
+    # Each task holds one pool sandbox at a time (k while sampling): never more than the pool may keep alive.
+    capacity = pool.config.pool_max // (cfg.samples if cfg.policy else 1) if pool is not None else cfg.concurrency
+    sem = asyncio.Semaphore(max(1, min(cfg.concurrency, capacity)))
     t0 = time.perf_counter()
     progress = Progress(TextColumn("envqa {task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[last]}"),

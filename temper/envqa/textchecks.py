@@ -1,5 +1,6 @@
 """The suite-wide checks on task text (no sandbox): duplicates, sensitive data, contamination."""
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,14 @@ def duplicates(entries: list[Entry], order: list[str], cfg: EnvQAConfig) -> list
 
 def eval_index(cfg: EnvQAConfig) -> EvalIndex:
     """Every evaluation suite named in `against`, except the suite under check itself."""
-    specs = [s for s in dict.fromkeys(cfg.against) if s.strip() != cfg.suite.strip()]
-    return EvalIndex.build(((s, parse_spec(s)) for s in specs), cfg.ngram)
+    specs = tuple(s for s in dict.fromkeys(cfg.against) if s.strip() != cfg.suite.strip())
+    return _index(specs, cfg.ngram)
+
+
+@functools.lru_cache(maxsize=4)
+def _index(specs: tuple[str, ...], n: int) -> EvalIndex:
+    """Built once per process (HumanEval's takes seconds): shipped evaluation suites do not change."""
+    return EvalIndex.build(((s, parse_spec(s)) for s in specs), n)
 
 
 def text_checks(e: Entry, index: EvalIndex) -> dict[str, Any]:
