@@ -100,3 +100,18 @@ def test_validation_messages_name_fields():
 def test_config_requires_ngram():
     with pytest.raises(ValueError, match="ngram"):
         ServeConfig.model_validate({"engine": {"speculative": {"method": None}}})
+
+
+def test_cli_bad_input_is_one_clear_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "temper", "serve", "--set", "queue.max_requests=0",
+                          "--set", "routing.default=turbo"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 2 and "queue.max_requests" in lines[0] and "routing.default" in lines[1], run.stderr
+    run = subprocess.run([sys.executable, "-m", "temper", "serve", "--model", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 1 and len(run.stderr.strip().splitlines()) == 1 and "nope" in run.stderr, run.stderr
