@@ -59,6 +59,7 @@ class EvalConfig(ConfigModel):
     suites: list[str] = Field(default_factory=list)
     samples: int = Field(1, ge=1)  # samples per task (pass@k for every k <= samples)
     limit: int | None = Field(None, ge=1)  # only the first N tasks of each suite (a documented subset)
+    start: int = Field(0, ge=0)  # skip this many tasks first: with limit, the window tasks[start:start+limit]
     oracle: bool = False  # run the suites' reference solutions instead of a model
     out: str = "runs/eval"
     concurrency: int = Field(4, ge=1)  # items in flight at once (the knob that keeps eval below training)

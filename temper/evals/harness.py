@@ -66,7 +66,7 @@ async def evaluate(solver: Solver, suites: Sequence[SuiteInput], cfg: EvalConfig
         "run": {"solver": getattr(solver, "name", type(solver).__name__),
                 "model": getattr(solver, "model_name", None),
                 "samples": cfg.samples, "temperature": cfg.temperature(), "pass_threshold": cfg.pass_threshold,
-                "limit": cfg.limit, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                "limit": cfg.limit, "start": cfg.start, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "suites": {spec: summarize_suite(run.records, cfg.samples, cfg.pass_threshold, cfg.resamples)
                    for spec, run in by_spec.items()},
     }

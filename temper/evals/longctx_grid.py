@@ -108,7 +108,8 @@ async def run_grid(solver: Solver, cfg: EvalConfig, out_dir: Path, gate: Gate | 
     """Every cell, shortest lengths first (resumable like any suite: cells live under out_dir)."""
     g = cfg.grid
     cells = cell_specs(g)
-    cell_cfg = cfg.model_copy(update={"samples": 1, "limit": None, "concurrency": g.concurrency})
+    cell_cfg = cfg.model_copy(update={"samples": 1, "limit": None, "start": 0,
+                                     "concurrency": g.concurrency})
     from temper.evals.runner import live_progress
 
     run = GridRun(g, cells)

@@ -75,6 +75,7 @@ def record_of(spec: str, task: Task, sample: int, out: Outcome, latency: float, 
 async def run_suite(solver: Solver, item: SuiteInput, cfg: EvalConfig, folder: Path, progress: Any = None,
                     gate: Gate | None = None) -> SuiteRun:
     spec, suite, tasks = resolve(item)
+    tasks = tasks[cfg.start:]
     if cfg.limit is not None:
         tasks = tasks[: cfg.limit]
     store = ItemStore(folder)
