@@ -60,7 +60,8 @@ def passed(run: dict[str, Any], threshold: float) -> bool:
 
 
 def _signature(run: dict[str, Any]) -> tuple[Any, ...]:
-    return round(run["value"], 6), tuple(sorted((k, round(v, 6)) for k, v in run["components"].items())), run["failure"]
+    comps = tuple(sorted((k, round(v, 6)) for k, v in run["components"].items()))
+    return round(run["value"], 6), comps, run["failure"], run.get("test_exit_code")
 
 
 def judge(runs: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
