@@ -61,7 +61,8 @@ def _pool(entries: list[Entry], cfg: EnvQAConfig, out: Path) -> Any:
     folders = [e.suite.folders.get(e.path) for e in entries if e.suite is not None and hasattr(e.suite, "folders")]
     mem = max([1024, *(2 * f.memory_mb for f in folders if f)])  # headroom: memory fit is measured, not enforced
     disk = max([512, *(f.storage_mb for f in folders if f)])
-    limits = Limits(wall_time_s=600, memory_mb=mem, disk_mb=disk)
+    secs = max([600.0, *(f.agent_timeout_s for f in folders if f)])  # each exec passes the task's own timeout
+    limits = Limits(wall_time_s=secs, cpu_time_s=int(secs), memory_mb=mem, disk_mb=disk)
     return make_pool(SandboxConfig(limits=limits, run_dir=out / "sandbox"), size=cfg.concurrency)
 
 
