@@ -194,4 +194,8 @@ def resolve_train_config(config: Any, sets: list[str] | None, flags: list[str], 
         cfg.out = str(run.path)
         return cfg, run
     cfg = load_config(TrainConfig, config, [*(sets or []), *flags])
+    import temper.orchestrator.suites  # noqa: F401
+
+    for spec in [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else []):
+        parse_spec(spec)  # an unknown suite fails here, before a run folder exists
     return cfg, RunDir.create(cfg)
