@@ -71,8 +71,10 @@ class ServeConfig(ConfigModel):
     served_name: str | None = None  # the API's model name; default: the bundled name or folder name
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)  # 0: any free port (printed at start)
+    # ngram_min=1: a one-token match still proposes; on the benchmark's input-grounded prompts SmolLM2
+    # then gains 2.05 tokens per step instead of 1.88 (wrong drafts cost little at a batch of one).
     engine: EngineConfig = Field(default_factory=lambda: EngineConfig(
-        kv_budget_bytes=512 * 1024**2, speculative=SpeculativeConfig(method="ngram")))
+        kv_budget_bytes=512 * 1024**2, speculative=SpeculativeConfig(method="ngram", ngram_min=1)))
     queue: QueueConfig = Field(default_factory=QueueConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
