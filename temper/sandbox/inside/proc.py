@@ -83,7 +83,8 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         _kill_quietly(pid)
     status, cpu_s, maxrss = launch.wait(killed=timed_out)
     duration = time.monotonic() - start
-    kill_leftovers(jail)
+    if not launch.swept:  # the spawner sweeps as soon as the command ends; a fork we sweep here
+        kill_leftovers(jail)
     cleanup_s = time.monotonic() - start - duration
     for fd in list(live):  # every writer is dead now: this reaches EOF
         while fd in live:
@@ -130,6 +131,7 @@ class _Forked:
 
     failure: "str | None" = None
     code = 0
+    swept = False
 
     def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int]):
         self.pid = os.fork()
@@ -147,7 +149,7 @@ class _Spawned:
     """A command started by the spawner, which waits for it and tells us how it ended."""
 
     def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int]):
-        self.jail, self.pid, self.failure, self.code = jail, 0, None, 0
+        self.jail, self.pid, self.failure, self.code, self.swept = jail, 0, None, 0, False
         if jail.spawner.sock is None:  # stopped earlier (it had died or hung)
             jail.spawner.start()
         self.done_fd = jail.spawner.fileno()
@@ -173,6 +175,7 @@ class _Spawned:
             _kill_quietly(self.pid)
             self.code = -signal.SIGKILL
             return None, 0.0, 0
+        self.swept = bool(msg.get("swept"))
         return msg["status"], msg["cpu_s"], msg["maxrss_kb"]
 
 
