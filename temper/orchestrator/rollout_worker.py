@@ -140,7 +140,7 @@ def build_worker(model_name: str, engine_cfg: Any, suite_specs: list[str], spec:
         from temper.sandbox import SandboxConfig
 
         extra = {"run_dir": sandbox_run_dir} if sandbox_run_dir else {}
-        pool = make_pool(SandboxConfig(**extra), size=2)
+        pool = make_pool(SandboxConfig(**extra), size=8)  # warm sandboxes: a cold start per episode is slow
     worker = RolloutWorker(engine, loaded.tokenizer, suites, spec, pool)
 
     def close() -> None:
