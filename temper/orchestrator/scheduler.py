@@ -64,7 +64,11 @@ class TaskScheduler:
             tasks = [t for t in suite.tasks() if t.id not in exclude]
             random.Random(f"{seed}-{i}-{cfg.spec}").shuffle(tasks)
             slots.append(SuiteSlot(cfg, suite, tasks))
-        return cls(slots, curriculum)
+        sched = cls(slots, curriculum)
+        for _, suite in suites:  # pass rates measured before training (an envqa manifest) seed the pools
+            for task_id, (passes, samples) in getattr(suite, "pass_rates", dict)().items():
+                sched.stats[task_id] = TaskStats(curriculum.min_groups, float(passes), samples)
+        return sched
 
     # ---- picking ---------------------------------------------------------------------------
     def next(self, episodes: int) -> Scheduled | None:
