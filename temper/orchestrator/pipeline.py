@@ -201,7 +201,7 @@ class Pipeline:
     async def next_batch(self) -> Batch:
         """The oldest complete groups within the staleness bound, plus replayed ones."""
         start = time.monotonic()
-        n_replay = self.replay.draw_count(self.cfg.batch_groups) if self.replay else 0
+        n_replay = self.replay.draw_count(self.cfg.batch_groups) if self.replay is not None else 0
         want = self.cfg.batch_groups - n_replay
         taken: list[Group] = []
         stale: list[str] = []
@@ -222,14 +222,14 @@ class Pipeline:
             self.changed.notify_all()
         if stale:
             await asyncio.to_thread(self.store.mark_stale, stale)
-        replayed = self.replay.draw(n_replay) if self.replay else []
-        st = [g.staleness(self.version) for g in [*taken, *replayed]]
-        self.counters.max_staleness_seen = max([self.counters.max_staleness_seen, *st[:len(taken)]])
+        replayed = self.replay.draw(n_replay) if self.replay is not None else []
+        st = [g.staleness(self.version) for g in taken]  # fresh data only: replay is off-policy by design
+        self.counters.max_staleness_seen = max([self.counters.max_staleness_seen, *st])
         return Batch(taken, replayed, st, time.monotonic() - start)
 
     async def published(self, version: int, batch: Batch, advantages: dict[str, float] | None = None) -> None:
         """New weights are live: release the finished step's staleness budget."""
-        if self.replay:
+        if self.replay is not None:
             for g in batch.groups:
                 self.replay.offer(g)
         async with self.changed:
