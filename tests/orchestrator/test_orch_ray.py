@@ -20,14 +20,15 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.timeout(900)  # Ray calls cost more than in-process ones on a busy 2-core box
 def test_ray_backend_runs_the_tiny_recipe(local_ray, toy_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "ray"
     summary = run_tiny(toy_model, out, orchestrator__backend="ray", orchestrator__num_workers=2,
-                       orchestrator__max_staleness=1)
+                       orchestrator__max_staleness=1, max_steps=24)
     assert summary["after"]["mean_reward"] > summary["before"]["mean_reward"] + 0.3, summary
     assert summary["difference"]["significant"]
     rows = metrics(out)
-    assert len(rows) == 30 and max(r["staleness_max"] for r in rows) <= 1
+    assert len(rows) == 24 and max(r["staleness_max"] for r in rows) <= 1
     assert rows[-1]["rollout_tok_s"] > 0  # counters come back from the actors
 
 
