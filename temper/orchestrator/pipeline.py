@@ -102,6 +102,7 @@ class Pipeline:
         self.rr = 0
         self.producer: asyncio.Task | None = None
         self.error: BaseException | None = None
+        self.stopped = False  # training rollouts are over: lower-priority work no longer yields
 
     # ---- producer --------------------------------------------------------------------------
     def budget_left(self) -> int:
@@ -168,13 +169,21 @@ class Pipeline:
             status = "failed"
         elif self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refills < self.cfg.max_refills:
             status = "filtered"
-        await asyncio.to_thread(self.store.finish_group, gid, trajs, status, [r.attempts for r in results])
+        # Count the episodes in the same step as the write is submitted, and see the write through even
+        # if stop() cancels this task meanwhile: the counters never disagree with what the store holds.
+        c = self.counters
+        c.episodes += n
+        c.failed_episodes += sum(t.failure is not None for t in trajs)
+        write = asyncio.ensure_future(
+            asyncio.to_thread(self.store.finish_group, gid, trajs, status, [r.attempts for r in results]))
+        try:
+            await asyncio.shield(write)
+        finally:
+            if not write.done():
+                await write
         self.scheduler.release(sched, rewards or None)
         async with self.changed:
             self.running -= 1
-            c = self.counters
-            c.episodes += n
-            c.failed_episodes += sum(t.failure is not None for t in trajs)
             if status == "complete":
                 c.completed += 1
                 self.ready.append(group)
@@ -242,8 +251,8 @@ class Pipeline:
         producer cannot start a training group (staleness budget spent) and episodes are free, and
         given back at once; training rollouts never wait for it."""
         async with self.changed:
-            await self.changed.wait_for(lambda: self.budget_left() <= 0 and self.low_running < self.cfg.group_size
-                                        and self._episodes_free())
+            await self.changed.wait_for(lambda: self.stopped or (
+                self.budget_left() <= 0 and self.low_running < self.cfg.group_size and self._episodes_free()))
             self.low_running += 1
         try:
             yield
@@ -256,6 +265,9 @@ class Pipeline:
         return {"running": self.running, "ready": len(self.ready), "budget": self.budget_left()}
 
     async def stop(self) -> None:
+        async with self.changed:
+            self.stopped = True
+            self.changed.notify_all()
         if self.producer is not None:
             self.producer.cancel()
         for t in list(self.tasks):

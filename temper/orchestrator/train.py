@@ -97,9 +97,9 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 run.log_metrics(row)
                 trackers.log(row)
                 progress.step(row)
-            if mid is not None:
-                mid.cancel()
             await pipe.stop()
+            if mid is not None:  # an evaluation asked for during training finishes and is recorded
+                await mid
             after = None
             if eval_suite and cfg.eval.after:
                 after = await _evaluate(backend, len(suites), eval_tasks, cfg, progress, "after")
