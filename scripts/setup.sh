@@ -40,9 +40,13 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
 fi
 # --- sandbox Python (temper/sandbox) -------------------------------------------------------
 # A read-only Python with pytest mounted into every sandbox (outside any user's venv). Built on
-# the system python3 (its /usr is mounted in sandboxes) under .cache/, which sandbox uids can
-# traverse (a home folder usually is not). Override the location with TEMPER_SANDBOX_PYTHON.
-SBPY=${TEMPER_SANDBOX_PYTHON:-$ROOT/.cache/sandbox-python}
+# the system python3 (its /usr is mounted in sandboxes) in a folder that sandbox uids can traverse
+# (a home folder usually is not) and that is not under /tmp (sandboxes replace /tmp with their own,
+# and a clone may live there): /var/cache/temper as root, else the repo's .cache/. Override the
+# location with TEMPER_SANDBOX_PYTHON (temper/sandbox/layout.py looks in the same places).
+if [ -n "${TEMPER_SANDBOX_PYTHON:-}" ]; then SBPY=$TEMPER_SANDBOX_PYTHON
+elif [ "$(id -u)" -eq 0 ]; then SBPY=/var/cache/temper/sandbox-python
+else SBPY=$ROOT/.cache/sandbox-python; fi
 if [ ! -x "$SBPY/bin/pytest" ]; then
     log "building the sandbox Python (pytest) in $SBPY"
     /usr/bin/python3 -m venv --without-pip "$SBPY"

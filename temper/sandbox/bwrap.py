@@ -8,9 +8,11 @@ environment, the staged templates (hidden again once mounted) and what the task 
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 from temper.sandbox import layout
 from temper.sandbox.config import SandboxConfig
+from temper.sandbox.errors import SandboxError
 from temper.sandbox.layout import INSIDE_DIR, SANDBOX_UID, Plan
 
 RW = "/.temper/rw"
@@ -41,6 +43,9 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int) -> tuple[li
           "--ro-bind", str(state / "templates"), TEMPLATES]
     py = layout.python_env(cfg)
     if py is not None:
+        if Path(py).resolve().is_relative_to("/tmp"):  # the sandbox's own /tmp would hide it
+            raise SandboxError(f"sandbox python_env {py} lies under /tmp, which every sandbox replaces with its "
+                               f"own; build it elsewhere (TEMPER_SANDBOX_PYTHON, see scripts/setup.sh)")
         a += ["--ro-bind", str(py), str(py)]  # same path inside: its scripts' #! lines name it
     lower = f"{TEMPLATES}/{template_key}" if template_key else None
     views = [{"name": "ws", "dest": cfg.workspace_mount, "lower": lower}]

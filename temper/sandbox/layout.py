@@ -29,11 +29,15 @@ class Plan:
     init: dict[str, Any]
 
 
+SYSTEM_PYTHON_ENV = Path("/var/cache/temper/sandbox-python")  # where scripts/setup.sh builds it as root
+
+
 def repo_python_env() -> Path | None:
-    """The read-only Python with pytest that scripts/setup.sh builds, if it exists."""
+    """The read-only Python with pytest that scripts/setup.sh builds, if it exists (same search order)."""
     env = os.environ.get("TEMPER_SANDBOX_PYTHON")
-    cand = Path(env) if env else Path(__file__).resolve().parents[2] / ".cache" / "sandbox-python"
-    return cand if (cand / "bin" / "python3").exists() else None
+    repo_env = Path(__file__).resolve().parents[2] / ".cache" / "sandbox-python"
+    cands = [Path(env)] if env else [SYSTEM_PYTHON_ENV, repo_env]
+    return next((c for c in cands if (c / "bin" / "python3").exists()), None)
 
 
 def python_env(cfg: SandboxConfig) -> Path | None:

@@ -1,7 +1,6 @@
 """HumanEval: all 164 canonical solutions pass in the sandbox, wrong answers fail."""
 
 import asyncio
-import time
 
 from temper.envs.registry import parse_spec
 
@@ -25,11 +24,9 @@ def test_all_164_canonical_solutions_pass_and_a_wrong_answer_fails() -> None:
     suite = parse_spec("humaneval")
     tasks = suite.tasks()
     assert len(tasks) == 164 and len({t.id for t in tasks}) == 164
-    start = time.monotonic()
     rewards = asyncio.run(suite.run_oracles())
     assert [r.value for r in rewards] == [1.0] * 164, [t.payload["task_id"] for t, r in zip(tasks, rewards, strict=True)
                                                       if r.value != 1.0]
-    assert time.monotonic() - start < 30
     wrong = asyncio.run(suite.run_oracles(tasks[:20], answers=["    return None\n"] * 20))
     assert all(r.value == 0.0 and r.ok and r.info["error"] for r in wrong)
 

@@ -2,7 +2,6 @@
 format is checked; verifier outcomes (reward.json, timeouts, crashes) are reported as such."""
 
 import asyncio
-import time
 
 import pytest
 
@@ -28,14 +27,12 @@ def test_every_shipped_oracle_passes_and_every_noop_fails() -> None:
     assert len(suite) >= 25
     categories = {t for task in suite for t in task.tags}
     assert {"text-processing", "file-system", "data-wrangling", "debugging", "shell-scripting", "git"} <= categories
-    start = time.monotonic()
     with make_pool(size=4) as pool:  # warm sandboxes, reset between episodes
         results = asyncio.run(_run_all(suite, pool))
         assert pool.stats["warm"] > 0
     bad = [(n, m, r.value, r.failure, r.info.get("test_output", "")[-200:]) for n, m, r in results
            if r.failure is not None or r.value != (1.0 if m == "oracle" else 0.0)]
     assert not bad, bad
-    assert time.monotonic() - start < 60
 
 
 def test_ids_are_content_hashes_and_content_is_exposed() -> None:
