@@ -16,7 +16,7 @@ def test_shipped_terminal_tasks_pass_every_structural_check(tmp_path: Path) -> N
     assert report["clusters"] == []  # similar tasks (same topic, different files and answers) are not duplicates
     for t in tasks:  # every check ran
         assert t["oracle"]["passes"] == 1 and t["trivial"] is False and t["hackable"] is False
-        assert 0.5 < t["time_margin"] < 1 and t["contamination"] == []
+        assert 0.5 < t["time_margin"] <= 1 and t["contamination"] == []
     emails = next(t for t in tasks if Path(t["path"]).name == "text-extract-emails")
     assert emails["waived"] == ["sensitive-data"] and emails["sensitive"]  # made-up addresses: listed, waived
     assert len(__import__("json").loads((tmp_path / "qa" / "manifest.json").read_text())["tasks"]) == len(tasks)
