@@ -138,12 +138,16 @@ class LLMEngine:
             return {}
         drafts = {}
         for seq in self.scheduler.running:
-            if seq.num_pending == 1 and seq.params.greedy and not _penalized(seq) and not seq.params.stop:
+            if self._speculates(seq):
                 room = min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1
                 d = self.proposer.propose(seq, room)
                 if d:
                     drafts[seq.seq_id] = d
         return drafts
+
+    def _speculates(self, seq: Sequence) -> bool:
+        """Drafts are verified losslessly only for greedy, unpenalised sequences without stop strings."""
+        return seq.num_pending == 1 and seq.params.greedy and not _penalized(seq) and not seq.params.stop
 
     def _postprocess(self, batch: list[Scheduled], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
         rows: list[int] = []

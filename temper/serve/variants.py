@@ -15,7 +15,6 @@ from typing import Any
 import torch
 
 from temper.engine import AsyncEngine, Completion, EngineConfig, LLMEngine, SamplingParams, TokenEvent
-from temper.engine.sampler import _penalized
 from temper.errors import TemperError
 
 VARIANTS = ("standard", "fast")
@@ -29,19 +28,10 @@ class VariantEngine(LLMEngine):
         self.fast_requests: set[str] = set()
 
     def _drafts(self) -> dict[int, list[int]]:
-        if self.proposer is None or not self.fast_requests:
-            return {}
-        drafts = {}
-        for seq in self.scheduler.running:
-            if seq.request_id not in self.fast_requests:
-                continue
-            # The same conditions as the engine's own speculation (greedy, unpenalised, no stop strings).
-            if seq.num_pending == 1 and seq.params.greedy and not _penalized(seq) and not seq.params.stop:
-                room = min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1
-                d = self.proposer.propose(seq, room)
-                if d:
-                    drafts[seq.seq_id] = d
-        return drafts
+        return super()._drafts() if self.fast_requests else {}
+
+    def _speculates(self, seq: Any) -> bool:
+        return seq.request_id in self.fast_requests and super()._speculates(seq)
 
 
 class Variants:
