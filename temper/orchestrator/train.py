@@ -53,11 +53,12 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
         run.audit("start", config=cfg.model_dump(mode="json"))
     backlog = [Group(g, "", "", store.group(g), trainer.policy_version) for g in store.complete_groups()]
     specs = [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else [])
-    backend = make_backend(cfg, specs, str(run.path / "sandbox"))
+    trackers = Trackers(cfg.logging, run.path, cfg.model_dump(mode="json"))  # a missing package fails here
     progress = Progress(cfg.max_steps, cfg.logging.progress)
-    trackers = Trackers(cfg.logging, run.path)
     summary: dict[str, Any] = {}
+    backend: Any = None
     try:
+        backend = make_backend(cfg, specs, str(run.path / "sandbox"))
         with progress:
             if ckpt is not None:
                 await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
@@ -107,7 +108,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 run.audit("eval", which="after", **{k: v for k, v in after.items() if k != "scores"})
             summary = _summary(cfg, run, store, before, after, pipe, time.monotonic() - t0)
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
         trackers.close()
         store.close()
     return summary
