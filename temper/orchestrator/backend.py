@@ -3,7 +3,7 @@
 from typing import Any
 
 from temper.orchestrator.faults import Attempt
-from temper.orchestrator.rollout_worker import WorkerSpec, build_worker
+from temper.orchestrator.rollout_worker import WorkerSpec, build_worker, sum_counters
 from temper.orchestrator.weight_sync import publish_local
 
 
@@ -26,11 +26,7 @@ class LocalBackend:
         await publish_local(self.workers, state, version)
 
     def counters(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for w in self.workers:
-            for k, v in w.counters().items():
-                out[k] = out.get(k, 0.0) + v
-        return out
+        return sum_counters(w.counters() for w in self.workers)
 
     def close(self) -> None:
         for close in self._closers:

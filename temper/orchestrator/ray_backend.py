@@ -15,7 +15,7 @@ from typing import Any
 
 from temper.errors import TemperError
 from temper.orchestrator.faults import Attempt
-from temper.orchestrator.rollout_worker import WorkerSpec, build_worker
+from temper.orchestrator.rollout_worker import WorkerSpec, build_worker, sum_counters
 from temper.orchestrator.weight_sync import publish_ray
 
 log = logging.getLogger(__name__)
@@ -121,12 +121,8 @@ class RayBackend:
             per = ray.get([a.counters.remote() for a in live], timeout=30)
         except Exception:
             return self._counters  # a dying worker must not stop the progress line
-        out: dict[str, float] = {}
-        for c in per:
-            for k, v in c.items():
-                out[k] = out.get(k, 0.0) + v
-        self._counters = out
-        return out
+        self._counters = sum_counters(per)
+        return self._counters
 
     def close(self) -> None:
         import ray

@@ -5,7 +5,7 @@ the server after each training step (`/v1/load_weights` for `temper serve`)."""
 from typing import Any
 
 from temper.orchestrator.faults import Attempt
-from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec
+from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
 from temper.orchestrator.weight_sync import publish_local
 
 
@@ -43,11 +43,7 @@ class RemoteBackend:
         await publish_local(self.workers[:1], state, version)
 
     def counters(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for w in self.workers:
-            for k, v in w.counters().items():
-                out[k] = out.get(k, 0.0) + v
-        return out
+        return sum_counters(w.counters() for w in self.workers)
 
     def close(self) -> None:
         if self.pool is not None:

@@ -8,7 +8,7 @@ runs in process (local backend) and inside a Ray actor (ray_backend.py).
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +120,15 @@ class RolloutWorker:
         return {"generated_tokens": float(self.client.tokens), "episodes": float(self.stats["episodes"]),
                 "sandbox_episodes": float(self.stats["sandbox_episodes"]),
                 **{f"injected_{k}": float(v) for k, v in self.faults.stats.items()}}
+
+
+def sum_counters(per_worker: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Workers' counters added up key by key (every backend reports the sum over its workers)."""
+    out: dict[str, float] = {}
+    for counters in per_worker:
+        for k, v in counters.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
 
 
 def build_worker(model_name: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec,
