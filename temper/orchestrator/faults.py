@@ -30,6 +30,7 @@ class Attempt:
     attempts: int
     failure: FailureKind | None = None
     message: str = ""
+    failed_tries: list[str] = field(default_factory=list)  # failure kind of each failed try, in order
 
 
 @dataclass
@@ -44,14 +45,16 @@ async def with_retries(run: Callable[[int], Awaitable[Attempt]], cfg: RetryConfi
     """Call `run(attempt)` until it returns no infrastructure failure or the attempts run out."""
     delay = cfg.backoff_s
     result = Attempt([], 0, FailureKind.WORKER_ERROR, "never ran")
+    failed: list[str] = []
     for attempt in range(1, cfg.max_attempts + 1):
         try:
             result = await run(attempt)
         except Exception as exc:  # a crashed worker call is an infrastructure failure, never the agent's
             result = Attempt([], attempt, FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
-        result.attempts = attempt
+        result.attempts, result.failed_tries = attempt, failed
         if result.failure is None:
             return result
+        failed.append(result.failure.value)
         stats.failures[result.failure.value] += 1
         if attempt < cfg.max_attempts:
             stats.retries += 1

@@ -196,15 +196,19 @@ class Pipeline:
 
     @staticmethod
     def _one(r: Attempt, task_id: str, gid: str, k: int) -> Trajectory:
-        """The episode's trajectory; a stand-in carrying the failure when the worker produced none."""
+        """The episode's trajectory; a stand-in carrying the failure when the worker produced none.
+        Its failed tries go with it into the store (the run's failure counts come from there)."""
         if r.trajectories:
             t = r.trajectories[0]
             if r.failure is not None:
                 t.failure = r.failure
             t.group_id, t.id = gid, f"{gid}/{k}"
-            return t
-        return Trajectory([], [], [], [], task_id=task_id, group_id=gid, id=f"{gid}/{k}",
-                          failure=r.failure or FailureKind.WORKER_ERROR, info={"error": r.message})
+        else:
+            t = Trajectory([], [], [], [], task_id=task_id, group_id=gid, id=f"{gid}/{k}",
+                           failure=r.failure or FailureKind.WORKER_ERROR, info={"error": r.message})
+        if r.failed_tries:
+            t.info["failed_tries"] = r.failed_tries
+        return t
 
     # ---- consumer --------------------------------------------------------------------------
     async def next_batch(self) -> Batch:

@@ -164,14 +164,37 @@ class Store:
     def retries(self) -> int:
         return int(self._rows("SELECT COALESCE(SUM(attempts - 1), 0) FROM trajectories")[0][0])
 
+    def training_counts(self) -> dict[str, int]:
+        """The run's training counters over all its processes (a resumed run included): groups by
+        outcome, episodes, retries and failed tries by kind, the largest staleness trained on.
+        Groups that a crash left in flight were dropped by `recover`, which recorded how many."""
+        g = self._rows("SELECT COUNT(*), COALESCE(SUM(ok), 0), COALESCE(SUM(filtered), 0), COALESCE(SUM(stale), 0), "
+                       "COALESCE(SUM(failed), 0) FROM (SELECT MAX(status IN ('complete', 'consumed', 'stale')) ok, "
+                       "MAX(status = 'filtered') filtered, MAX(status = 'stale') stale, MIN(status = 'failed') failed "
+                       "FROM trajectories GROUP BY group_id)")[0]
+        dropped = self._rows("SELECT COALESCE(SUM(json_extract(data, '$.dropped_groups')), 0) FROM events "
+                             "WHERE kind = 'recover'")[0][0]
+        e = self._rows("SELECT COUNT(*), COALESCE(SUM(status = 'failed'), 0), COALESCE(SUM(attempts - 1), 0) "
+                       "FROM trajectories WHERE status != 'in_flight'")[0]
+        staleness = self._rows("SELECT COALESCE(MAX(json_extract(metrics, '$.staleness_max')), 0) FROM steps")[0][0]
+        kinds = self._rows("SELECT f.value, COUNT(*) FROM trajectories, "
+                           "json_each(json_extract(data, '$.info.failed_tries')) f GROUP BY f.value ORDER BY 1")
+        return {"groups_started": g[0] + dropped, "groups_completed": g[1], "groups_filtered": g[2],
+                "groups_stale": g[3], "groups_failed": g[4], "groups_dropped_in_flight": dropped,
+                "episodes": e[0], "failed_episodes": e[1], "retries": e[2], "max_staleness_seen": int(staleness),
+                **{f"failures_{k}": n for k, n in kinds}}
+
     # ---- resume ----------------------------------------------------------------------------
     def recover(self, committed_step: int) -> dict[str, int]:
         """After a crash: undo consumption marks of steps past the last committed checkpoint and
         drop in-flight rows (those episodes rerun). Returns what was undone."""
         with self._lock:
             undone = self._rows("SELECT COUNT(*) FROM trajectories WHERE consumed_step > ?", (committed_step,))[0][0]
-            inflight = self._rows("SELECT COUNT(*) FROM trajectories WHERE status='in_flight'")[0][0]
+            inflight, groups = self._rows("SELECT COUNT(*), COUNT(DISTINCT group_id) FROM trajectories "
+                                          "WHERE status='in_flight'")[0]
             self._tx([
+                ("INSERT INTO events VALUES (?, 'recover', ?)",  # the run's groups_started still counts them
+                 (time.time(), json.dumps({"step": committed_step, "dropped_groups": groups}))),
                 ("UPDATE trajectories SET status='complete', consumed_step=NULL WHERE consumed_step > ?",
                  (committed_step,)),
                 ("DELETE FROM trajectories WHERE group_id IN (SELECT group_id FROM trajectories "

@@ -106,7 +106,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 after = await _evaluate(backend, len(suites), eval_tasks, cfg, progress, "after")
                 run.write_json("eval_after.json", after)
                 run.audit("eval", which="after", **{k: v for k, v in after.items() if k != "scores"})
-            summary = _summary(cfg, run, store, before, after, pipe, time.monotonic() - t0)
+            summary = _summary(cfg, run, store, before, after, time.monotonic() - t0)
     finally:
         if backend is not None:
             backend.close()
@@ -156,13 +156,12 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
     return row
 
 
-def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, after: dict | None, pipe: Pipeline,
+def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, after: dict | None,
              wall_s: float) -> dict[str, Any]:
     rows = run.metrics()
     diff = None
     if before and after:
         diff = difference(EvalResult(**after), EvalResult(**before))
-    c = pipe.counters
     summary = {
         "run": str(run.path), "model": cfg.model, "suites": [s.spec for s in cfg.suites], "eval_suite": cfg.eval.suite,
         "backend": cfg.orchestrator.backend, "max_staleness": cfg.orchestrator.max_staleness,
@@ -170,10 +169,7 @@ def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, a
         "before": {k: v for k, v in before.items() if k != "scores"} if before else None,
         "after": {k: v for k, v in after.items() if k != "scores"} if after else None,
         "difference": diff,
-        "training": {"groups_started": c.started, "groups_completed": c.completed, "groups_filtered": c.filtered,
-                     "groups_stale": c.stale, "episodes": c.episodes, "failed_episodes": c.failed_episodes,
-                     "retries": c.faults.retries, "max_staleness_seen": c.max_staleness_seen,
-                     **{f"failures_{k}": v for k, v in c.faults.failures.items()}},
+        "training": store.training_counts(),  # every process of the run, resumed ones included
         "store": store.counts(), "quarantined": store.quarantined(),
     }
     run.write_json("summary.json", summary)

@@ -51,3 +51,28 @@ def test_quarantine_and_events(tmp_path: Path) -> None:
     store.quarantine("t1", "toy", "sandbox_crash", 3, "sandbox killed")
     assert store.quarantined() == [{"task_id": "t1", "domain": "toy", "kind": "sandbox_crash", "attempts": 3,
                                     "message": "sandbox killed"}]
+
+
+def test_training_counts_cover_every_process_of_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    finish(store, "g1", [1.0, 0.0], failed=1)
+    retried = traj("g2", 0, 1.0)
+    retried.info["failed_tries"] = ["sandbox_crash", "worker_error"]  # succeeded on its third try
+    store.start_group("g2", "t", "toy", 2)
+    store.finish_group("g2", [retried, traj("g2", 1, 1.0)], "filtered", [3, 1])
+    finish(store, "g3", [1.0, 0.0])
+    store.mark_stale(["g3"])
+    store.commit_steps([(1, ["g1"], [], {"staleness_max": 2})], "step_000001")
+    store.start_group("g4", "t", "toy", 2)  # in flight at a crash
+    store.close()
+    store = Store(path)  # the resumed process
+    store.recover(1)
+    finish(store, "g5", [0.0, 0.0], failed=0)
+    store.start_group("g6", "t", "toy", 1)
+    store.finish_group("g6", [traj("g6", 0, 0.0, FailureKind.HARNESS_TIMEOUT)], "failed", [1])
+    store.start_group("g7", "t", "toy", 2)  # still running when the summary is written
+    assert store.training_counts() == {
+        "groups_started": 7, "groups_completed": 3, "groups_filtered": 1, "groups_stale": 1, "groups_failed": 1,
+        "groups_dropped_in_flight": 1, "episodes": 9, "failed_episodes": 3, "retries": 2, "max_staleness_seen": 2,
+        "failures_sandbox_crash": 1, "failures_worker_error": 1}
