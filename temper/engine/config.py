@@ -13,7 +13,11 @@ class SpeculativeConfig(ConfigModel):
     num_tokens: int = Field(6, ge=1, le=32)  # tokens proposed per step
     ngram_max: int = Field(4, ge=1)
     ngram_min: int = Field(2, ge=1)
-    draft_model: str | None = None  # name or path for method="draft"
+    # method="draft": the draft is `draft_model` (a name or path; LLMEngine(draft_model=...) takes a built
+    # model), cut to its first `draft_layers` layers if set; with no draft_model, the target's first
+    # `draft_layers` layers (layer-skip self-speculation: shares every weight, so weight updates reach it).
+    draft_model: str | None = None
+    draft_layers: int | None = Field(None, ge=1)
 
 
 class EngineConfig(ConfigModel):

@@ -9,6 +9,7 @@ import torch
 
 from temper.engine.block_manager import BlockManager
 from temper.engine.config import EngineConfig
+from temper.engine.draft_proposer import DraftModelProposer, build_draft
 from temper.engine.kv_cache import KVCache, kv_bytes_per_token
 from temper.engine.model_runner import ModelRunner
 from temper.engine.outputs import Completion, TokenEvent
@@ -17,13 +18,15 @@ from temper.engine.sampler import Sampler, _penalized
 from temper.engine.sampling_params import RequestError, SamplingParams
 from temper.engine.scheduler import Scheduled, Scheduler
 from temper.engine.sequence import Sequence, Status
-from temper.engine.speculative import NgramProposer
+from temper.engine.speculative import NgramProposer, Proposer
 from temper.errors import TemperError
 from temper.models import LlamaForCausalLM
 
 
 class LLMEngine:
-    def __init__(self, model: LlamaForCausalLM, tokenizer=None, config: EngineConfig | None = None, version: int = 0):
+    def __init__(self, model: LlamaForCausalLM, tokenizer=None, config: EngineConfig | None = None, version: int = 0,
+                 draft_model: LlamaForCausalLM | None = None):
+        """`draft_model`: a built draft for speculative.method='draft' (instead of a name in the config)."""
         self.config = config = config or EngineConfig()
         if config.threads > 0:
             torch.set_num_threads(config.threads)
@@ -42,9 +45,14 @@ class LLMEngine:
         self.scheduler = Scheduler(config, self.blocks)
         self.runner = ModelRunner(model, self.cache, config)
         self.sampler = Sampler()
-        if config.speculative.method == "draft":
-            raise TemperError("engine.speculative.method='draft' (a draft model) is not implemented yet; use 'ngram'")
-        self.proposer = NgramProposer(config.speculative) if config.speculative.method == "ngram" else None
+        spec = config.speculative
+        if draft_model is not None and spec.method != "draft":
+            raise TemperError(f"LLMEngine(draft_model=...) needs engine.speculative.method='draft' ({spec.method!r})")
+        self.proposer: Proposer | None = None
+        if spec.method == "ngram":
+            self.proposer = NgramProposer(spec)
+        elif spec.method == "draft":
+            self.proposer = DraftModelProposer(build_draft(spec, model, draft_model), mcfg.vocab_size, spec)
         self.eos_ids = eos_ids(tokenizer, mcfg.eos_token_id)
         self.requests: dict[str, Request] = {}
         self.lock = threading.RLock()  # one step, abort or weight update at a time
@@ -104,6 +112,7 @@ class LLMEngine:
                 if not seq.finished:
                     self.scheduler.remove(seq)
                     self._finish(seq, "abort")
+            self._forget_drafts()
             return list(req.done)
 
     def has_unfinished(self) -> bool:
@@ -125,6 +134,7 @@ class LLMEngine:
                 logits, spans = self.runner.run(batch)
                 self._postprocess(batch, logits, spans)
                 self.stats["steps"] += 1
+            self._forget_drafts()
             done = [c for r in self.requests.values() for c in r.done]
             out = done[finished_before:] if len(done) > finished_before else []
             for rid in [rid for rid, r in self.requests.items() if len(r.done) == len(r.seqs)]:
@@ -136,14 +146,15 @@ class LLMEngine:
     def _drafts(self) -> dict[int, list[int]]:
         if self.proposer is None:
             return {}
-        drafts = {}
-        for seq in self.scheduler.running:
-            if self._speculates(seq):
-                room = min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1
-                d = self.proposer.propose(seq, room)
-                if d:
-                    drafts[seq.seq_id] = d
-        return drafts
+        asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1)
+                for seq in self.scheduler.running if self._speculates(seq)]
+        proposals = self.proposer.propose_batch(asks) if asks else []
+        return {seq.seq_id: d for (seq, _), d in zip(asks, proposals, strict=True) if d}
+
+    def _forget_drafts(self) -> None:
+        """A draft model's per-sequence state lives only while its sequence runs (not once preempted)."""
+        if self.proposer is not None:
+            self.proposer.retain({seq.seq_id for seq in self.scheduler.running})
 
     def _speculates(self, seq: Sequence) -> bool:
         """Drafts are verified losslessly only for greedy, unpenalised sequences without stop strings."""
@@ -274,5 +285,7 @@ class LLMEngine:
                 for name, tensor in state_dict.items():
                     params[name].copy_(tensor)
             self.blocks.invalidate()
+            if self.proposer is not None:
+                self.proposer.retain(())  # a draft that shares the weights has stale caches now
             self.version = version
 

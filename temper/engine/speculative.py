@@ -1,17 +1,33 @@
-"""Speculative decoding's proposers: prompt lookup (n-gram) and, optionally, a small draft model.
+"""Speculative decoding: what a proposer is, and the prompt-lookup (n-gram) one.
 
 Drafts are verified by the target model in one forward of [last token, drafts...]; the
 longest prefix whose tokens equal the target's greedy choice is kept, plus the target's
 own next token. Under greedy decoding the output is therefore the plain engine's, by
 construction (up to fp32 rounding of a different batch shape). Only greedy, unpenalised
-samples speculate.
+samples speculate. The draft-model proposer is in `draft_proposer.py`.
 """
+
+from collections.abc import Container
 
 from temper.engine.config import SpeculativeConfig
 from temper.engine.sequence import Sequence
 
 
-class NgramProposer:
+class Proposer:
+    """Drafts up to `max_tokens` tokens to follow a sequence; the engine verifies them."""
+
+    def propose(self, seq: Sequence, max_tokens: int) -> list[int]:
+        raise NotImplementedError
+
+    def propose_batch(self, asks: list[tuple[Sequence, int]]) -> list[list[int]]:
+        """Drafts for every (sequence, max_tokens) of one step; a model-based proposer batches them."""
+        return [self.propose(seq, max_tokens) for seq, max_tokens in asks]
+
+    def retain(self, seq_ids: Container[int]) -> None:
+        """Forget the state of sequences not in `seq_ids` (finished, aborted, preempted)."""
+
+
+class NgramProposer(Proposer):
     """Find the latest earlier occurrence of the sequence's last n tokens; propose what followed it."""
 
     def __init__(self, cfg: SpeculativeConfig):
