@@ -207,8 +207,10 @@ def grounded_tasks(tok) -> list[tuple[str, list[int], int]]:
 
     rewrite = chat("Rewrite the following code with one change: rename the function `parse_config` to "
                    "`load_settings`. Reply with the complete code only.\n\n" + CODE)
-    quote = chat("Here is a passage:\n\n" + DECLARATION + "\n\nQuote, word for word, the sentence of the passage "
-                 "that says what governments are instituted for.")
+    # Asked for "the sentence that says what governments are instituted for", SmolLM2-135M paraphrases
+    # instead of quoting; asked to copy a paragraph it quotes, which is the task this section measures.
+    quote = chat("Here is a passage:\n\n" + DECLARATION + "\n\nCopy the first paragraph of the passage exactly, "
+                 "word for word.")
     return [("rewrite_function", rewrite, 320), ("quote_passage", quote, 128)]
 
 
@@ -410,7 +412,7 @@ def section_roofline(args, lm) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=2, help="torch threads, the same for every system")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--prompt-tokens", type=int, default=300)

@@ -146,10 +146,25 @@ class LLMEngine:
     def _drafts(self) -> dict[int, list[int]]:
         if self.proposer is None:
             return {}
-        asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1)
-                for seq in self.scheduler.running if self._speculates(seq)]
+        asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1,
+                 self._draft_len(seq)) for seq in self.scheduler.running if self._speculates(seq)]
+        asks = [(seq, min(room, k)) for seq, room, k in asks]
         proposals = self.proposer.propose_batch(asks) if asks else []
         return {seq.seq_id: d for (seq, _), d in zip(asks, proposals, strict=True) if d}
+
+    def _draft_len(self, seq: Sequence) -> int:
+        spec = self.config.speculative
+        if not spec.adaptive:
+            return spec.num_tokens
+        if not seq.draft_len:
+            seq.draft_len = min(spec.initial_tokens, spec.num_tokens)
+        return seq.draft_len
+
+    def _adapt_draft_len(self, seq: Sequence, proposed: int, accepted: int) -> None:
+        # The heuristic of transformers' assisted generation: longer while drafts hold, shorter once one fails.
+        if self.config.speculative.adaptive and proposed:
+            grown = seq.draft_len + 2 if accepted == proposed else seq.draft_len - 1
+            seq.draft_len = max(1, min(grown, self.config.speculative.num_tokens))
 
     def _forget_drafts(self) -> None:
         """A draft model's per-sequence state lives only while its sequence runs (not once preempted)."""
@@ -184,6 +199,7 @@ class LLMEngine:
                 accepted += 1
             self.stats["draft_tokens"] += len(item.drafts)
             self.stats["accepted_tokens"] += accepted
+            self._adapt_draft_len(seq, len(item.drafts), accepted)
             # KV of the fed tokens up to the last accepted draft is valid: publish it before the
             # sample can finish (and free its blocks), so that identical prompts reuse it.
             seq.num_computed += item.num_tokens - len(item.drafts) + accepted

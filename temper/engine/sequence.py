@@ -48,6 +48,7 @@ class Sequence:
         self.error: str | None = None
         self.ngram_index: dict[int, dict[tuple[int, ...], int]] = {}
         self.ngram_indexed_upto: dict[int, int] = {}
+        self.draft_len = 0  # adaptive speculation: tokens to propose next step (0 = not started)
 
     def __len__(self) -> int:
         return len(self.token_ids)

@@ -1,6 +1,8 @@
 """Greedy parity: the engine against transformers and against dense full-forward decoding,
 with each engine feature on and off (and proof that the feature really ran)."""
 
+import itertools
+
 import pytest
 import torch
 from engine_helpers import check_greedy, full_logprobs, random_prompts, reference_greedy, tiny_config, tiny_pair
@@ -59,6 +61,9 @@ FEATURES = {
     "preemption": (EngineConfig(block_size=8, kv_budget_bytes=16 * 8 * 512), lambda e: e.scheduler.num_preemptions),
     "ngram_speculation": (EngineConfig(block_size=16, speculative=SpeculativeConfig(method="ngram", num_tokens=4)),
                           lambda e: e.stats["accepted_tokens"]),
+    "ngram_speculation_fixed_length": (
+        EngineConfig(block_size=16, speculative=SpeculativeConfig(method="ngram", num_tokens=4, adaptive=False)),
+        lambda e: e.stats["accepted_tokens"]),
     "large_blocks": (EngineConfig(block_size=128), None),
     # Unchunked prefill attended 16 queries at a time (the path long prompts take).
     "query_chunked_attention": (EngineConfig(block_size=16, attention_chunk=16, chunked_prefill=False), None),
@@ -145,3 +150,21 @@ def test_sliding_window_with_sinks_matches_a_dense_masked_forward(pair):
             margins.append(float(top[0] - top[1]))
             ids.append(int(logits.argmax()))
     check_greedy(out.token_ids, ids[len(prompt):], margins, report, "window+sinks")
+
+
+def test_adaptive_draft_length_grows_while_drafts_hold_and_shrinks_after_a_miss(pair, prompts, references):
+    """Proposals start at initial_tokens, +2 after a fully accepted draft, -1 after a rejection."""
+    model, _ = pair
+    spec = SpeculativeConfig(method="ngram", num_tokens=8, initial_tokens=2)
+    engine = LLMEngine(model, None, EngineConfig(block_size=16, speculative=spec))
+    asked: list[tuple[int, int]] = []  # (sequence, draft length asked for) per step
+    inner = engine.proposer.propose_batch
+    engine.proposer.propose_batch = lambda asks: (asked.extend((s.seq_id, k) for s, k in asks), inner(asks))[1]
+    loop = prompts[-2]  # the repetitive prompt: its lookups keep hitting
+    out = engine.generate([loop], SamplingParams(temperature=0, max_tokens=NEW))[0]
+    report: list[str] = []
+    check_greedy(out.token_ids, references[-2][0], references[-2][1], report, "adaptive")
+    lengths = [k for _, k in asked]
+    assert lengths[0] == 2 and max(lengths) > 2, lengths  # grew from the initial length
+    assert max(lengths) <= 8 and any(b == a - 1 for a, b in itertools.pairwise(lengths)), lengths
+    assert all(b - a in (2, -1, 0) or b < a for a, b in itertools.pairwise(lengths)), lengths
