@@ -11,6 +11,7 @@ from typing import Any
 
 from temper.envs import parse_spec
 from temper.errors import TemperError
+from temper.evals.metering import rss_mb
 from temper.orchestrator.backend import make_backend
 from temper.orchestrator.config import TrainConfig
 from temper.orchestrator.evaluate import EvalResult, difference, evaluate
@@ -149,6 +150,7 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         "failures": c.failed_episodes, "retries": c.faults.retries, "quarantined": len(c.faults.quarantined),
         "filtered_groups": c.filtered, "stale_groups": c.stale, "replayed_groups": len(batch.replayed),
         "batch_wait_s": batch.wait_s, "train_s": train_s, "step_s": step_s, "elapsed_s": elapsed,
+        "rss_mb": rss_mb(),
         "eta_s": (cfg.max_steps - step) * elapsed / max(1, step),
         **{f"trainer/{k}": v for k, v in m.items()},
         **{f"injected/{k[9:]}": v for k, v in counters.items() if k.startswith("injected_")},

@@ -86,6 +86,9 @@ class CheckpointConfig(ConfigModel):
 
 
 class RLConfig(ConfigModel):
+    # The rollouts' sampling temperature: the trainer divides logits by it, as the engine did for the
+    # behaviour logprobs (temper train sets it from agent.temperature; 1.0 for greedy rollouts).
+    temperature: float = Field(1.0, gt=0)
     advantages: AdvantageConfig = Field(default_factory=AdvantageConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     off_policy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)

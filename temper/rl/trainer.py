@@ -120,12 +120,14 @@ class Trainer:
             with self._autocast():
                 hidden = None
                 if op.recompute_logprobs or self.value_head is not None:
-                    old, _, hidden = micro_batch_logprobs(self.model, mb, cfg.trainer.logits_chunk, with_hidden=True)
+                    old, _, hidden = micro_batch_logprobs(self.model, mb, cfg.trainer.logits_chunk, with_hidden=True,
+                                                          temperature=cfg.temperature)
                 if not op.recompute_logprobs:  # the behaviour policy stands in for pi_old
                     old = v["behaviour"]
                 v["old_logp"] = old = old.float()
                 if self.ref_model is not None:
-                    v["ref_logp"] = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk)[0].float()
+                    v["ref_logp"] = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk,
+                                                         temperature=cfg.temperature)[0].float()
             real = torch.tensor([s >= 0 for s in mb.sample_ids])[mb.seq_index]
             w, keep = importance_weights(old, v["behaviour"], mb.seq_index, len(mb.sample_ids), op.tis, op.cap,
                                          op.mask_low, op.mask_high)
@@ -163,7 +165,8 @@ class Trainer:
 
     def _policy_loss(self, mb: MicroBatch, sums: dict[str, float]) -> torch.Tensor:
         c, v = self.cfg.loss, mb.values
-        logp, entropy, hidden = micro_batch_logprobs(self.model, mb, self.cfg.trainer.logits_chunk, with_hidden=True)
+        logp, entropy, hidden = micro_batch_logprobs(self.model, mb, self.cfg.trainer.logits_chunk, with_hidden=True,
+                                                     temperature=self.cfg.temperature)
         pg, st = clipped_policy_loss(logp, v["old_logp"], v["adv"], c.clip_low, c.clip_high, c.dual_clip)
         per_token = pg * v["is_weight"]
         if self.ref_model is not None and c.kl_coef > 0:

@@ -204,3 +204,26 @@ def test_reinforce_learns_from_ungrouped_trajectories_and_staleness_is_reported(
     assert m["staleness_max"] == 2 and m["staleness_mean"] == 2
     m = Trainer(make_model(), _cfg()).step(trajs)  # GRPO: a group of one has nothing to compare with
     assert m["skipped"] == 1 and m["dropped_groups"] == len(trajs)
+
+
+def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
+    """Rollouts sampled at T=0.7 record log softmax(logits / 0.7); the trainer matches them (no
+    mismatch at staleness 0) only when it divides by the same temperature."""
+    import copy
+
+    from temper.engine import EngineConfig, LLMEngine, SamplingParams
+    from temper.trajectory import Trajectory
+
+    model = make_model()
+    engine = LLMEngine(copy.deepcopy(model), None, EngineConfig(kv_budget_bytes=8 * 2**20, block_size=16))
+    prompt = [3, 5, 7, 9]
+    outs = engine.generate([prompt], SamplingParams(temperature=0.7, n=4, seed=0, max_tokens=6, ignore_eos=True))
+    trajs = [Trajectory(token_ids=prompt + o.token_ids, loss_mask=[0] * 4 + [1] * 6, logprobs=[0.0] * 4 + o.logprobs,
+                        versions=[-1] * 4 + o.versions, reward=float(i % 2), group_id="g") for i, o in enumerate(outs)]
+    mismatch = {}
+    for temperature in (0.7, 1.0):
+        cfg = _cfg(optim__lr=0.0)
+        cfg.temperature = temperature
+        mismatch[temperature] = Trainer(copy.deepcopy(model), cfg).step(trajs)["mismatch_kl_k1"]
+    assert abs(mismatch[0.7]) < 1e-5
+    assert abs(mismatch[1.0]) > 1e-3  # at T=1 the trainer would correct a mismatch that is not there
