@@ -36,6 +36,8 @@ class EngineConfig(ConfigModel):
     max_num_batched_tokens: int = Field(1024, ge=1)  # per-step token budget (decode + prefill chunks)
     chunked_prefill: bool = True  # off: a prompt is prefilled whole in one step
     prefix_caching: bool = True
+    # Decode rows sharing cached prefix blocks (n samples of a prompt) attend to them once per group.
+    cascade_attention: bool = True
     max_model_len: int | None = None  # default: the model's max_position_embeddings
     # Attention over the cache for long prompts runs in query chunks of this many tokens, so
     # no [T, T] score matrix is ever materialised.

@@ -83,16 +83,18 @@ class KVCache:
                 getattr(self, scales)[layer][:, blocks, offsets] = s.transpose(0, 1)
             cache[layer][:, blocks, offsets] = x.transpose(0, 1).to(cache.dtype)
 
-    def gather(self, layer: int, which: str, blocks: torch.Tensor) -> torch.Tensor:
-        """Blocks [M] -> fp32 [kv_heads, M, block_size, head_dim], in a reused workspace.
+    def gather(self, layer: int, which: str, blocks: torch.Tensor, slot: str = "") -> torch.Tensor:
+        """Blocks [M] -> fp32 [kv_heads, M, block_size, head_dim], in a reused workspace (one per
+        `which` + `slot`: gathers alive at the same time need different slots).
 
         Each head's keys of a sequence come out as one contiguous [M * block_size, head_dim] matrix,
         so attention is one matmul per (head, sequence) rather than one per block. (index_select
         along a non-leading axis is ~50x slower on CPU: gather head by head along axis 0.)"""
         cache = (self.k if which == "k" else self.v)[layer]  # [Hkv, nb, bs, D]
         shape = (cache.shape[0], blocks.numel(), *cache.shape[2:])
-        out = self.workspace(which, shape, torch.float32)
-        raw = out if cache.dtype == torch.float32 else self.workspace(which + "_raw", shape, cache.dtype)
+        which_slot = which + slot
+        out = self.workspace(which_slot, shape, torch.float32)
+        raw = out if cache.dtype == torch.float32 else self.workspace(which_slot + "_raw", shape, cache.dtype)
         for h in range(cache.shape[0]):
             torch.index_select(cache[h], 0, blocks, out=raw[h])
         if cache.dtype == torch.float32:
@@ -100,7 +102,7 @@ class KVCache:
         if not self.quantized:
             return out.copy_(raw)
         scales = getattr(self, which + "_scale")[layer]
-        s = self.workspace(which + "_s", (*shape[:-1], 1), torch.float32)
+        s = self.workspace(which_slot + "_s", (*shape[:-1], 1), torch.float32)
         for h in range(cache.shape[0]):
             torch.index_select(scales[h], 0, blocks, out=s[h])
         return torch.mul(raw, s, out=out)

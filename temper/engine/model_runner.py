@@ -22,6 +22,7 @@ class ModelRunner:
         # The engine's sliding window (with attention sinks) or the model's own (Mistral), if any.
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
+        self.cascade_rows = 0  # decode rows that attended to a shared prefix once for their group
 
     @torch.inference_mode()
     def run(self, batch: list[Scheduled]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
@@ -66,10 +67,19 @@ class ModelRunner:
         return self.model.compute_logits(hidden[logit_rows]).float(), spans
 
     def _decode_meta(self, meta: StepMeta, tables: list[list[int]], lens: list[int]) -> None:
-        bs, m = self.block_size, max(len(t) for t in tables)
-        padded = torch.tensor([t + [0] * (m - len(t)) for t in tables], dtype=torch.long)
+        bs = self.block_size
+        skip = [0] * len(tables)  # leading blocks each row attends to through its group's shared prefix
+        if self.config.cascade_attention and not self.window:
+            for rows, shared in shared_prefixes(tables):
+                meta.shared.append((torch.tensor(rows, dtype=torch.long), torch.tensor(shared, dtype=torch.long)))
+                for i in rows:
+                    skip[i] = len(shared)
+                self.cascade_rows += len(rows)
+        own = [t[k:] for t, k in zip(tables, skip, strict=True)]
+        m = max(len(t) for t in own)
+        padded = torch.tensor([t + [0] * (m - len(t)) for t in own], dtype=torch.long)
         kpos = torch.arange(m * bs)
-        lens_t = torch.tensor(lens)
+        lens_t = torch.tensor([n - k * bs for n, k in zip(lens, skip, strict=True)])
         allowed = kpos[None, :] < lens_t[:, None]
         if self.window:
             allowed &= window_mask(lens_t - 1, kpos, self.window, self.sinks)
@@ -77,3 +87,23 @@ class ModelRunner:
         meta.decode_blocks = padded.flatten()
         meta.decode_mask = mask.view(1, len(tables), 1, m * bs)
         meta.decode_max_blocks = m
+
+
+def shared_prefixes(tables: list[list[int]]) -> list[tuple[list[int], list[int]]]:
+    """Groups of decode rows (2 or more) whose tables start with the same blocks, with those blocks.
+
+    A block id in two tables is a full, cached block (only those are shared), so a row's shared
+    prefix is its leading blocks that another row also holds; rows with the same such prefix (the
+    n samples of a prompt) form a group. A row's last block, which takes its new token, is its own."""
+    holders: dict[int, int] = {}
+    for t in tables:
+        for block in t[:-1]:
+            holders[block] = holders.get(block, 0) + 1
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, t in enumerate(tables):
+        n = 0
+        while n < len(t) - 1 and holders[t[n]] > 1:
+            n += 1
+        if n:
+            groups.setdefault(tuple(t[:n]), []).append(i)
+    return [(rows, list(prefix)) for prefix, rows in groups.items() if len(rows) > 1]

@@ -3,7 +3,11 @@
 One forward runs all scheduled tokens packed as [1, N]: first the decoding sequences (one
 token each), then the segments (prefill chunks, speculative verification) of the others.
 Decode rows attend in one batched pass: their blocks are gathered once per layer, head-major,
-so each (kv head, sequence) is one matmul for all the query heads of its group. Segments attend
+so each (kv head, sequence) is one matmul for all the query heads of its group. Decode rows whose
+tables start with the same cached blocks (the n samples of one prompt) attend to that shared
+prefix together (cascade attention): its blocks are gathered once for the group, not once per
+row, and the two partial softmaxes (shared prefix, own suffix) are merged by their maxima and
+sums, as in flash-decoding. Segments attend
 per sequence with SDPA in query chunks, so no [T, T] score matrix is ever built, however long
 the prompt.
 """
@@ -32,6 +36,9 @@ class StepMeta:
     decode_blocks: torch.Tensor | None = None  # [Bd * M] block ids, padded rows masked
     decode_mask: torch.Tensor | None = None  # [1, Bd, 1, M * block_size] additive (0 / -inf)
     decode_max_blocks: int = 0
+    # Cascade attention: (decode rows, the prefix blocks they share); decode_blocks/decode_mask
+    # then cover only each row's own blocks after its group's shared prefix.
+    shared: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
 
 
@@ -73,12 +80,36 @@ class PagedAttention:
         qg = (q * d**-0.5).view(b, hkv, hq // hkv, d).transpose(0, 1)  # [Hkv, B, G, D]
         scores = torch.matmul(qg, keys.transpose(-1, -2))  # [Hkv, B, G, M * bs]
         scores += meta.decode_mask
-        probs = scores.softmax(-1)
         values = self.cache.gather(layer, "v", meta.decode_blocks).view(hkv, b, -1, d)
-        o = torch.matmul(probs, values)  # [Hkv, B, G, D]
+        if meta.shared:
+            o = self._cascade(layer, qg, scores, values)
+        else:
+            o = torch.matmul(scores.softmax(-1), values)  # [Hkv, B, G, D]
         if rot is not None:
             o = o @ rot
         return o.transpose(0, 1).reshape(b, hq, d)
+
+    def _cascade(self, layer: int, qg: torch.Tensor, scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Own-suffix scores [Hkv, B, G, M * bs] merged with each group's shared-prefix attention."""
+        hkv, _, g, d = qg.shape
+        peak = scores.amax(-1, keepdim=True)  # finite: a row's own blocks hold at least its new token
+        weights = torch.exp(scores - peak)
+        total = weights.sum(-1, keepdim=True)
+        out = torch.matmul(weights, values)  # unnormalised, [Hkv, B, G, D]
+        for rows, blocks in self.meta.shared:
+            r = rows.numel()
+            keys = self.cache.gather(layer, "k", blocks, "_shared").view(hkv, -1, d)  # [Hkv, P * bs, D]
+            s = torch.matmul(qg[:, rows].reshape(hkv, r * g, d), keys.transpose(-1, -2))
+            s_peak = s.amax(-1, keepdim=True)
+            w = torch.exp(s - s_peak)
+            vals = self.cache.gather(layer, "v", blocks, "_shared").view(hkv, -1, d)
+            s_out, s_total = torch.matmul(w, vals).view(hkv, r, g, d), w.sum(-1, keepdim=True).view(hkv, r, g, 1)
+            s_peak = s_peak.view(hkv, r, g, 1)
+            new_peak = torch.maximum(peak[:, rows], s_peak)
+            a, c = torch.exp(s_peak - new_peak), torch.exp(peak[:, rows] - new_peak)
+            out[:, rows] = s_out * a + out[:, rows] * c
+            total[:, rows] = s_total * a + total[:, rows] * c
+        return out / total
 
     def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         ctx = seg.start + seg.length

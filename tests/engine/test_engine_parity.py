@@ -54,6 +54,9 @@ FEATURES = {
     # name: (config, the counter that proves the feature ran)
     "prefix_cache_off": (EngineConfig(block_size=16, prefix_caching=False), None),
     "prefix_cache_on": (EngineConfig(block_size=16), lambda e: e.blocks.hit_tokens),
+    # The six prompts that share a system prompt decode against its two full blocks once per group.
+    "cascade_attention": (EngineConfig(block_size=16), lambda e: e.runner.cascade_rows),
+    "cascade_attention_off": (EngineConfig(block_size=16, cascade_attention=False), None),
     "chunked_prefill": (EngineConfig(block_size=16, max_num_batched_tokens=20),
                         lambda e: e.scheduler.num_prefill_chunks - 8),
     "unchunked_prefill": (EngineConfig(block_size=16, chunked_prefill=False, max_num_batched_tokens=20), None),
@@ -168,3 +171,29 @@ def test_adaptive_draft_length_grows_while_drafts_hold_and_shrinks_after_a_miss(
     assert lengths[0] == 2 and max(lengths) > 2, lengths  # grew from the initial length
     assert max(lengths) <= 8 and any(b == a - 1 for a, b in itertools.pairwise(lengths)), lengths
     assert all(b - a in (2, -1, 0) or b < a for a, b in itertools.pairwise(lengths)), lengths
+
+
+def test_cascade_attention_gives_the_same_samples_and_logprobs(pair, prompts):
+    """n samples of a prompt share its blocks: seeded sampling with cascade attention on and off."""
+    model, _ = pair
+    params = SamplingParams(temperature=1.0, n=4, seed=3, max_tokens=NEW)
+    runs = {}
+    for cascade in (True, False):
+        engine = LLMEngine(model, None, EngineConfig(block_size=16, cascade_attention=cascade))
+        runs[cascade] = engine.generate(prompts[:3], params)
+        assert (engine.runner.cascade_rows > 0) == cascade
+    for on, off in zip(runs[True], runs[False], strict=True):
+        assert on.token_ids == off.token_ids
+        assert max(abs(a - b) for a, b in zip(on.logprobs, off.logprobs, strict=True)) < 1e-4
+    assert len({tuple(c.token_ids) for c in runs[True][:4]}) > 1  # the samples did differ
+
+
+def test_shared_prefixes_groups_rows_by_their_common_cached_blocks():
+    from temper.engine.model_runner import shared_prefixes
+
+    tables = [[1, 2, 3, 10], [1, 2, 3, 11], [1, 2, 4, 12], [1, 2, 4, 13, 14], [5, 6], [7]]
+    groups = sorted(shared_prefixes(tables))
+    # rows 0-1 share blocks 1-3, rows 2-3 share 1, 2, 4; a row's last block is always its own
+    assert groups == [([0, 1], [1, 2, 3]), ([2, 3], [1, 2, 4])]
+    assert shared_prefixes([[1, 2], [1, 3]]) == [([0, 1], [1])]
+    assert shared_prefixes([[1], [1]]) == []  # only the block being written: nothing to share
