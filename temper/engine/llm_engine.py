@@ -146,9 +146,9 @@ class LLMEngine:
     def _drafts(self) -> dict[int, list[int]]:
         if self.proposer is None:
             return {}
-        asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens, self.max_model_len - len(seq)) - 1,
-                 self._draft_len(seq)) for seq in self.scheduler.running if self._speculates(seq)]
-        asks = [(seq, min(room, k)) for seq, room, k in asks]
+        # Drafts leave room for the target's own next token, within max_tokens and the context.
+        asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens - 1, self.max_model_len - len(seq) - 1,
+                          self._draft_len(seq))) for seq in self.scheduler.running if self._speculates(seq)]
         proposals = self.proposer.propose_batch(asks) if asks else []
         return {seq.seq_id: d for (seq, _), d in zip(asks, proposals, strict=True) if d}
 

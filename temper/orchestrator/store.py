@@ -161,9 +161,6 @@ class Store:
         rows = self._rows("SELECT task_id, domain, kind, attempts, message FROM quarantine ORDER BY created")
         return [dict(zip(("task_id", "domain", "kind", "attempts", "message"), r, strict=True)) for r in rows]
 
-    def retries(self) -> int:
-        return int(self._rows("SELECT COALESCE(SUM(attempts - 1), 0) FROM trajectories")[0][0])
-
     def training_counts(self) -> dict[str, int]:
         """The run's training counters over all its processes (a resumed run included): groups by
         outcome, episodes, retries and failed tries by kind, the largest staleness trained on.
