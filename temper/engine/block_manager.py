@@ -95,6 +95,24 @@ class BlockManager:
         seq.block_table.extend(self._take() for _ in range(need))
         return True
 
+    def fork(self, parent: Sequence, child: Sequence) -> int | None:
+        """Give `child` (no KV yet) the parent's computed tokens: full blocks shared (reference
+        counted), the partly filled last block, which the parent keeps writing to, in a block of
+        its own. Returns that block (the caller copies the KV into it), or None if all were full.
+        The caller checks that a free block exists."""
+        full = parent.num_computed // self.block_size
+        for block in parent.block_table[:full]:
+            self.ref[block] += 1
+        child.block_table = parent.block_table[:full]
+        child.block_hashes = list(parent.block_hashes[:full])
+        child.num_computed, child.kv_epoch = parent.num_computed, parent.kv_epoch
+        self.queried_tokens += len(child)
+        self.hit_tokens += child.num_computed
+        if full == self.blocks_for(parent.num_computed):
+            return None
+        child.block_table.append(self._take())
+        return child.block_table[-1]
+
     def publish(self, seq: Sequence) -> None:
         """Put the sequence's newly completed blocks in the prefix cache (call after a step)."""
         if not self.prefix_caching or seq.kv_epoch != self.epoch:

@@ -83,6 +83,11 @@ class KVCache:
                 getattr(self, scales)[layer][:, blocks, offsets] = s.transpose(0, 1)
             cache[layer][:, blocks, offsets] = x.transpose(0, 1).to(cache.dtype)
 
+    def copy_block(self, src: int, dst: int) -> None:
+        """Copy one block's keys and values (every layer and head) into another block."""
+        for t in (self.k, self.v, *((self.k_scale, self.v_scale) if self.quantized else ())):
+            t[:, :, dst] = t[:, :, src]
+
     def gather(self, layer: int, which: str, blocks: torch.Tensor, slot: str = "") -> torch.Tensor:
         """Blocks [M] -> fp32 [kv_heads, M, block_size, head_dim], in a reused workspace (one per
         `which` + `slot`: gathers alive at the same time need different slots).

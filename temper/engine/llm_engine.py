@@ -61,7 +61,8 @@ class LLMEngine:
         self._ids_in_use: set[str] = set()
         self._ids = itertools.count()
         self._seed_rng = torch.Generator().manual_seed(config.seed)
-        self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0}
+        self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0,
+                      "forked_samples": 0}
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, config: EngineConfig | None = None) -> "LLMEngine":
@@ -179,6 +180,8 @@ class LLMEngine:
         rows: list[int] = []
         seqs: list[Sequence] = []
         sample_spans = []
+        forks: dict[int, tuple[list[Sequence], int]] = {}  # parent seq id -> (siblings, their first sample)
+        room = [self.blocks.num_free, self.config.max_num_seqs - len(self.scheduler.running)]
         for item, (first, count) in zip(batch, spans, strict=True):
             k = 1 + len(item.drafts) if item.completes else 0
             if count > k:
@@ -186,6 +189,11 @@ class LLMEngine:
             sample_spans.append((len(rows), k))
             rows.extend(range(first + count - k, first + count))
             seqs.extend([item.seq] * k)
+            if kids := (self._forkable(item, room) if k else []):
+                # The siblings' first tokens come from the same prompt logits, each with its own generator.
+                forks[item.seq.seq_id] = (kids, len(rows))
+                rows.extend([first + count - 1] * len(kids))
+                seqs.extend(kids)
         tokens, logprobs, tops = self.sampler(logits[rows], seqs) if rows else ([], [], [])
         for item, (first, count) in zip(batch, sample_spans, strict=True):
             seq = item.seq
@@ -204,12 +212,42 @@ class LLMEngine:
             # sample can finish (and free its blocks), so that identical prompts reuse it.
             seq.num_computed += item.num_tokens - len(item.drafts) + accepted
             self.blocks.publish(seq)
+            if seq.seq_id in forks:
+                kids, at = forks[seq.seq_id]
+                for i, kid in enumerate(kids):
+                    self._start_fork(seq, kid, tokens[at + i], logprobs[at + i], tops[at + i])
             for j in range(accepted + 1):
                 self._append(seq, row[j], logprobs[first + j], tops[first + j])
                 if seq.finished:
                     break
             if not seq.finished:
                 self.blocks.trim(seq, len(seq))
+
+    def _forkable(self, item: Scheduled, room: list[int]) -> list[Sequence]:
+        """Waiting samples of the same request that can take over this one's just-computed prompt
+        (parallel sampling: the prompt is computed once, not once per sample). `room` = [free
+        blocks, free sequence slots], reduced by what the forks will take."""
+        seq, bs = item.seq, self.config.block_size
+        if seq.num_output_tokens or item.drafts or seq.params.prompt_logprobs or seq.kv_epoch != self.blocks.epoch:
+            return []
+        kids = [s for s in self.scheduler.waiting if s.request_id == seq.request_id and not s.block_table
+                and not s.num_output_tokens and s.status is Status.WAITING]
+        copies = len(seq) % bs != 0  # the partly filled last block is copied, not shared
+        n = max(0, min(len(kids), room[1], room[0] if copies else len(kids)))
+        room[0] -= n if copies else 0
+        room[1] -= n
+        for kid in kids[:n]:
+            kid.status = Status.RUNNING  # claimed: another sample of this request finishing its prompt
+        return kids[:n]
+
+    def _start_fork(self, parent: Sequence, kid: Sequence, token: int, logprob: float,
+                    top: dict[int, float] | None) -> None:
+        block = self.blocks.fork(parent, kid)
+        if block is not None:
+            self.cache.copy_block(parent.block_table[len(kid.block_table) - 1], block)
+        self.scheduler.start_forked(kid)
+        self.stats["forked_samples"] += 1
+        self._append(kid, token, logprob, top)
 
     def _score_prompt(self, seq: Sequence, logits: torch.Tensor) -> None:
         """Rows of a prompt chunk: row j predicts prompt token num_computed + j + 1."""

@@ -10,7 +10,7 @@ import torch
 
 from temper.engine.config import EngineConfig
 from temper.engine.kv_cache import KVCache
-from temper.engine.paged_attention import PagedAttention, Segment, StepMeta, window_mask
+from temper.engine.paged_attention import Cascade, PagedAttention, Segment, StepMeta, window_mask
 from temper.engine.scheduler import Scheduled
 from temper.models import LlamaForCausalLM
 
@@ -69,9 +69,10 @@ class ModelRunner:
     def _decode_meta(self, meta: StepMeta, tables: list[list[int]], lens: list[int]) -> None:
         bs = self.block_size
         skip = [0] * len(tables)  # leading blocks each row attends to through its group's shared prefix
-        if self.config.cascade_attention and not self.window:
-            for rows, shared in shared_prefixes(tables):
-                meta.shared.append((torch.tensor(rows, dtype=torch.long), torch.tensor(shared, dtype=torch.long)))
+        groups = shared_prefixes(tables) if self.config.cascade_attention and not self.window else []
+        if groups:
+            meta.cascade = self._cascade_meta(groups, len(tables))
+            for rows, shared in groups:
                 for i in rows:
                     skip[i] = len(shared)
                 self.cascade_rows += len(rows)
@@ -87,6 +88,23 @@ class ModelRunner:
         meta.decode_blocks = padded.flatten()
         meta.decode_mask = mask.view(1, len(tables), 1, m * bs)
         meta.decode_max_blocks = m
+
+
+    def _cascade_meta(self, groups: list[tuple[list[int], list[int]]], num_rows: int) -> Cascade:
+        """Pads the groups to one shape [Gr, R rows, P blocks]; padding repeats a real row or block."""
+        bs = self.block_size
+        max_rows, max_blocks = max(len(r) for r, _ in groups), max(len(p) for _, p in groups)
+        rows, blocks, back = [], [], [len(groups) * max_rows] * num_rows
+        allowed = torch.zeros(len(groups), max_blocks * bs, dtype=torch.bool)
+        for gi, (members, shared) in enumerate(groups):
+            for j, i in enumerate(members):
+                back[i] = gi * max_rows + j
+            rows += members + [members[0]] * (max_rows - len(members))
+            blocks += shared + [shared[0]] * (max_blocks - len(shared))
+            allowed[gi, : len(shared) * bs] = True
+        mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+        return Cascade(torch.tensor(blocks), mask.view(1, len(groups), 1, -1), torch.tensor(rows),
+                       torch.tensor(back), len(groups), max_rows)
 
 
 def shared_prefixes(tables: list[list[int]]) -> list[tuple[list[int], list[int]]]:

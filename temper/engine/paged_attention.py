@@ -29,6 +29,19 @@ class Segment:
 
 
 @dataclass
+class Cascade:
+    """Groups of decode rows sharing a cached prefix, padded to one shape so that all groups attend
+    in a few batched ops: Gr groups, each of at most R rows and P prefix blocks."""
+
+    blocks: torch.Tensor  # [Gr * P] prefix block ids (padding repeats a real block, masked)
+    mask: torch.Tensor  # [1, Gr, 1, P * block_size] additive (0 / -inf)
+    rows: torch.Tensor  # [Gr * R] decode row of each group slot (padding repeats a real row)
+    back: torch.Tensor  # [B] each decode row's group slot, or Gr * R (no group: a null slot)
+    num_groups: int
+    max_rows: int
+
+
+@dataclass
 class StepMeta:
     write_blocks: torch.Tensor  # [N] block id for each new token
     write_offsets: torch.Tensor  # [N] offset within the block
@@ -36,9 +49,9 @@ class StepMeta:
     decode_blocks: torch.Tensor | None = None  # [Bd * M] block ids, padded rows masked
     decode_mask: torch.Tensor | None = None  # [1, Bd, 1, M * block_size] additive (0 / -inf)
     decode_max_blocks: int = 0
-    # Cascade attention: (decode rows, the prefix blocks they share); decode_blocks/decode_mask
-    # then cover only each row's own blocks after its group's shared prefix.
-    shared: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    # Cascade attention: decode_blocks/decode_mask then cover only each row's own blocks after
+    # its group's shared prefix.
+    cascade: "Cascade | None" = None
     segments: list[Segment] = field(default_factory=list)
 
 
@@ -81,7 +94,7 @@ class PagedAttention:
         scores = torch.matmul(qg, keys.transpose(-1, -2))  # [Hkv, B, G, M * bs]
         scores += meta.decode_mask
         values = self.cache.gather(layer, "v", meta.decode_blocks).view(hkv, b, -1, d)
-        if meta.shared:
+        if meta.cascade is not None:
             o = self._cascade(layer, qg, scores, values)
         else:
             o = torch.matmul(scores.softmax(-1), values)  # [Hkv, B, G, D]
@@ -90,26 +103,34 @@ class PagedAttention:
         return o.transpose(0, 1).reshape(b, hq, d)
 
     def _cascade(self, layer: int, qg: torch.Tensor, scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """Own-suffix scores [Hkv, B, G, M * bs] merged with each group's shared-prefix attention."""
+        """Own-suffix scores [Hkv, B, G, M * bs] merged with each group's shared-prefix attention.
+
+        Every group attends to its prefix in the same few ops (groups padded to one shape), so the
+        cost per layer does not grow with the number of groups."""
+        c = self.meta.cascade
         hkv, _, g, d = qg.shape
         peak = scores.amax(-1, keepdim=True)  # finite: a row's own blocks hold at least its new token
-        weights = torch.exp(scores - peak)
+        weights = scores.sub_(peak).exp_()
         total = weights.sum(-1, keepdim=True)
         out = torch.matmul(weights, values)  # unnormalised, [Hkv, B, G, D]
-        for rows, blocks in self.meta.shared:
-            r = rows.numel()
-            keys = self.cache.gather(layer, "k", blocks, "_shared").view(hkv, -1, d)  # [Hkv, P * bs, D]
-            s = torch.matmul(qg[:, rows].reshape(hkv, r * g, d), keys.transpose(-1, -2))
-            s_peak = s.amax(-1, keepdim=True)
-            w = torch.exp(s - s_peak)
-            vals = self.cache.gather(layer, "v", blocks, "_shared").view(hkv, -1, d)
-            s_out, s_total = torch.matmul(w, vals).view(hkv, r, g, d), w.sum(-1, keepdim=True).view(hkv, r, g, 1)
-            s_peak = s_peak.view(hkv, r, g, 1)
-            new_peak = torch.maximum(peak[:, rows], s_peak)
-            a, c = torch.exp(s_peak - new_peak), torch.exp(peak[:, rows] - new_peak)
-            out[:, rows] = s_out * a + out[:, rows] * c
-            total[:, rows] = s_total * a + total[:, rows] * c
-        return out / total
+        keys = self.cache.gather(layer, "k", c.blocks, "_shared").view(hkv, c.num_groups, -1, d)
+        qs = qg.index_select(1, c.rows).view(hkv, c.num_groups, c.max_rows * g, d)
+        s = torch.matmul(qs, keys.transpose(-1, -2))  # [Hkv, Gr, R * G, P * bs]
+        s += c.mask
+        s_peak = s.amax(-1, keepdim=True)
+        w = s.sub_(s_peak).exp_()
+        s_total = w.sum(-1, keepdim=True)
+        vals = self.cache.gather(layer, "v", c.blocks, "_shared").view(hkv, c.num_groups, -1, d)
+        s_out = torch.matmul(w, vals)  # [Hkv, Gr, R * G, D]
+
+        def per_row(x: torch.Tensor, null: float) -> torch.Tensor:  # group slots -> decode rows
+            x = x.view(hkv, -1, g, x.shape[-1])
+            return torch.cat([x, x.new_full((hkv, 1, g, x.shape[-1]), null)], 1).index_select(1, c.back)
+
+        s_out, s_total, s_peak = per_row(s_out, 0.0), per_row(s_total, 0.0), per_row(s_peak, float("-inf"))
+        new_peak = torch.maximum(peak, s_peak)
+        a, k = torch.exp(s_peak - new_peak), torch.exp(peak - new_peak)
+        return (s_out * a + out * k) / (s_total * a + total * k)
 
     def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         ctx = seg.start + seg.length

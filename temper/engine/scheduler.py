@@ -52,6 +52,13 @@ class Scheduler:
         elif seq in self.waiting:
             self.waiting.remove(seq)
 
+    def start_forked(self, seq: Sequence) -> None:
+        """A waiting sequence that received its KV by a fork (see BlockManager.fork) starts decoding."""
+        self.waiting.remove(seq)
+        seq.status = Status.RUNNING
+        seq.num_cached_prompt_tokens = max(seq.num_cached_prompt_tokens, seq.num_computed)
+        self.running.append(seq)
+
     def preempt(self, seq: Sequence) -> None:
         self.blocks.free(seq)
         self.running.remove(seq)

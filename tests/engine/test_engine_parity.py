@@ -188,6 +188,31 @@ def test_cascade_attention_gives_the_same_samples_and_logprobs(pair, prompts):
     assert len({tuple(c.token_ids) for c in runs[True][:4]}) > 1  # the samples did differ
 
 
+def test_n_samples_fork_the_computed_prompt_and_sample_as_separate_requests_would(pair, prompts):
+    """Parallel sampling computes a prompt once: the other samples take its KV (full blocks shared,
+    the partly filled last block copied) and draw their first token from the same logits."""
+    model, _ = pair
+    n = 4
+    forked = LLMEngine(model, None, EngineConfig(block_size=16))
+    together = forked.generate(prompts[:3], SamplingParams(temperature=1.0, n=n, seed=3, max_tokens=NEW))
+    assert forked.stats["forked_samples"] == 3 * (n - 1)
+    alone = LLMEngine(model, None, EngineConfig(block_size=16))
+    # Sample i of a request with seed s draws from seed s + i: the same draws, one request each.
+    separate = alone.generate([p for p in prompts[:3] for _ in range(n)],
+                              [SamplingParams(temperature=1.0, seed=3 + i, max_tokens=NEW)
+                               for _ in prompts[:3] for i in range(n)])
+    assert alone.stats["forked_samples"] == 0
+    # Under KV pressure forks, preemptions and recomputation mix: still the same samples.
+    pressed = LLMEngine(model, None, EngineConfig(block_size=16, kv_budget_bytes=20 * 16 * 512))
+    squeezed = pressed.generate(prompts[:3], SamplingParams(temperature=1.0, n=n, seed=3, max_tokens=NEW))
+    assert pressed.scheduler.num_preemptions > 0 and pressed.stats["forked_samples"] > 0
+    for a, b, c in zip(together, separate, squeezed, strict=True):
+        assert a.token_ids == c.token_ids
+        assert a.token_ids == b.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+    assert len({tuple(c.token_ids) for c in together[:n]}) > 1  # the samples did differ
+
+
 def test_shared_prefixes_groups_rows_by_their_common_cached_blocks():
     from temper.engine.model_runner import shared_prefixes
 
