@@ -83,6 +83,14 @@ class KVCache:
                 getattr(self, scales)[layer][:, blocks, offsets] = s.transpose(0, 1)
             cache[layer][:, blocks, offsets] = x.transpose(0, 1).to(cache.dtype)
 
+    def read(self, layer: int, which: str, blocks: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        """The stored keys or values at (block, offset) pairs as fp32 [kv_heads, N, head_dim], dequantized
+        exactly as `gather` does."""
+        x = (self.k if which == "k" else self.v)[layer][:, blocks, offsets].float()
+        if self.quantized:
+            x *= getattr(self, which + "_scale")[layer][:, blocks, offsets]
+        return x
+
     def copy_block(self, src: int, dst: int) -> None:
         """Copy one block's keys and values (every layer and head) into another block."""
         for t in (self.k, self.v, *((self.k_scale, self.v_scale) if self.quantized else ())):

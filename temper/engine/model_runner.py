@@ -9,6 +9,7 @@ a whole prompt.
 import torch
 
 from temper.engine.config import EngineConfig
+from temper.engine.decode_buffer import DecodeBuffer
 from temper.engine.kv_cache import KVCache
 from temper.engine.paged_attention import Cascade, PagedAttention, Segment, StepMeta, window_mask
 from temper.engine.scheduler import Scheduled
@@ -23,19 +24,21 @@ class ModelRunner:
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
         self.cascade_rows = 0  # decode rows that attended to a shared prefix once for their group
+        self.buffer = DecodeBuffer(model.config, config.decode_buffer_bytes)
 
     @torch.inference_mode()
     def run(self, batch: list[Scheduled]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
         """Returns logits [R, V] and, per scheduled entry (in `batch` order), its (first row, count) in them:
         the last rows of an entry that completes its pending tokens sample; rows before them score the prompt."""
         bs = self.block_size
-        order = sorted(range(len(batch)), key=lambda i: batch[i].num_tokens != 1)  # decodes first
+        meta = StepMeta(write_blocks=torch.empty(0), write_offsets=torch.empty(0))
+        decodes = [i for i in range(len(batch)) if batch[i].num_tokens == 1]
+        if decodes:  # decodes first, in the order their attention metadata wants
+            decodes = [decodes[j] for j in self._decode_meta(meta, [batch[i] for i in decodes])]
+        order = decodes + [i for i in range(len(batch)) if batch[i].num_tokens != 1]
         ids: list[int] = []
         positions: list[int] = []
         write_blocks: list[int] = []
-        decode_tables: list[list[int]] = []
-        decode_lens: list[int] = []
-        segments: list[Segment] = []
         logit_rows: list[int] = []
         spans: list[tuple[int, int]] = [(0, 0)] * len(batch)
         for i in order:
@@ -46,49 +49,66 @@ class ModelRunner:
             positions.extend(range(start, start + n))
             table = seq.block_table
             write_blocks.extend(table[p // bs] for p in range(start, start + n))
-            nblocks = -(-(start + n) // bs)
-            if n == 1:
-                decode_tables.append(table[:nblocks])
-                decode_lens.append(start + 1)
-            else:
-                segments.append(Segment(row, start, n, torch.tensor(table[:nblocks], dtype=torch.long)))
+            if n > 1:
+                meta.segments.append(Segment(row, start, n, torch.tensor(table[:-(-(start + n) // bs)])))
             k = n if item.all_logits else (1 + len(item.drafts)) if item.completes else 0
             spans[i] = (len(logit_rows), k)
             logit_rows.extend(range(row + n - k, row + n))
         pos = torch.tensor(positions, dtype=torch.long)
-        meta = StepMeta(write_blocks=torch.tensor(write_blocks, dtype=torch.long), write_offsets=pos % bs,
-                        num_decode=len(decode_tables), segments=segments)
-        if decode_tables:
-            self._decode_meta(meta, decode_tables, decode_lens)
+        meta.write_blocks, meta.write_offsets = torch.tensor(write_blocks, dtype=torch.long), pos % bs
         attention = PagedAttention(self.cache, meta, self.config.attention_chunk, self.window, self.sinks)
-        hidden = self.model(torch.tensor(ids, dtype=torch.long)[None], pos[None], attention=attention)[0]
+        try:
+            hidden = self.model(torch.tensor(ids, dtype=torch.long)[None], pos[None], attention=attention)[0]
+        except BaseException:
+            self.buffer.reset()  # its rows may hold this step's half-written tokens
+            raise
         if not logit_rows:
             return hidden.new_empty(0, self.model.config.vocab_size), spans
         return self.model.compute_logits(hidden[logit_rows]).float(), spans
 
-    def _decode_meta(self, meta: StepMeta, tables: list[list[int]], lens: list[int]) -> None:
+    def _decode_meta(self, meta: StepMeta, items: list[Scheduled]) -> list[int]:
+        """Attention metadata for the decode rows; returns their order in the batch (the decode
+        buffer's slot order when it holds them)."""
         bs = self.block_size
-        skip = [0] * len(tables)  # leading blocks each row attends to through its group's shared prefix
+        lens = [it.seq.num_computed + 1 for it in items]
+        tables = [it.seq.block_table[:-(-n // bs)] for it, n in zip(items, lens, strict=True)]
+        skip = [0] * len(items)  # leading blocks each row attends to through its group's shared prefix
         groups = shared_prefixes(tables) if self.config.cascade_attention and not self.window else []
-        if groups:
-            meta.cascade = self._cascade_meta(groups, len(tables))
-            for rows, shared in groups:
-                for i in rows:
-                    skip[i] = len(shared)
-                self.cascade_rows += len(rows)
+        for rows, shared in groups:
+            for i in rows:
+                skip[i] = len(shared)
         own = [t[k:] for t, k in zip(tables, skip, strict=True)]
+        own_lens = [n - k * bs for n, k in zip(lens, skip, strict=True)]
+        order = list(range(len(items)))
+        if self.config.decode_buffer_bytes and not self.window:
+            planned = self.buffer.plan([it.seq.seq_id for it in items], skip, own_lens, own, bs)
+            if planned is not None:
+                slots, meta.buffer = planned
+                order.sort(key=slots.__getitem__)
+        meta.num_decode = len(items)
+        if groups:
+            new_row = {old: new for new, old in enumerate(order)}
+            meta.cascade = self._cascade_meta([([new_row[r] for r in rows], shared) for rows, shared in groups],
+                                              len(items))
+            self.cascade_rows += sum(len(rows) for rows, _ in groups)
+        own, own_lens = [own[i] for i in order], [own_lens[i] for i in order]
+        if meta.buffer is not None:
+            kpos = torch.arange(meta.buffer.max_length)
+            allowed = kpos[None, :] < meta.buffer.lengths[:, None]
+            meta.decode_mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None, None]
+            return order
         m = max(len(t) for t in own)
         padded = torch.tensor([t + [0] * (m - len(t)) for t in own], dtype=torch.long)
         kpos = torch.arange(m * bs)
-        lens_t = torch.tensor([n - k * bs for n, k in zip(lens, skip, strict=True)])
+        lens_t = torch.tensor(own_lens)
         allowed = kpos[None, :] < lens_t[:, None]
         if self.window:
             allowed &= window_mask(lens_t - 1, kpos, self.window, self.sinks)
         mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
         meta.decode_blocks = padded.flatten()
-        meta.decode_mask = mask.view(1, len(tables), 1, m * bs)
+        meta.decode_mask = mask.view(1, len(items), 1, m * bs)
         meta.decode_max_blocks = m
-
+        return order
 
     def _cascade_meta(self, groups: list[tuple[list[int], list[int]]], num_rows: int) -> Cascade:
         """Pads the groups to one shape [Gr, R rows, P blocks]; padding repeats a real row or block."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from temper.engine.decode_buffer import BufferStep
 from temper.engine.kv_cache import KVCache
 
 
@@ -47,11 +48,13 @@ class StepMeta:
     write_offsets: torch.Tensor  # [N] offset within the block
     num_decode: int = 0
     decode_blocks: torch.Tensor | None = None  # [Bd * M] block ids, padded rows masked
-    decode_mask: torch.Tensor | None = None  # [1, Bd, 1, M * block_size] additive (0 / -inf)
+    # Additive (0 / -inf): [1, Bd, 1, M * block_size] over gathered blocks, or [Bd, 1, 1, L] over the buffer.
+    decode_mask: torch.Tensor | None = None
     decode_max_blocks: int = 0
     # Cascade attention: decode_blocks/decode_mask then cover only each row's own blocks after
     # its group's shared prefix.
     cascade: "Cascade | None" = None
+    buffer: BufferStep | None = None  # decode rows read the decode buffer (slot i = row i), not gathers
     segments: list[Segment] = field(default_factory=list)
 
 
@@ -84,26 +87,53 @@ class PagedAttention:
     def _decode(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         meta = self.meta
         b, hq, d = q.shape
-        keys = self.cache.gather(layer, "k", meta.decode_blocks)  # [Hkv, B * M, bs, D]
-        hkv = keys.shape[0]
-        keys = keys.view(hkv, b, -1, d)  # one [M * bs, D] matrix per (head, sequence)
         rot = self.cache.rotation  # int8 blocks hold rotated keys and values
         if rot is not None:
             q = q @ rot
-        qg = (q * d**-0.5).view(b, hkv, hq // hkv, d).transpose(0, 1)  # [Hkv, B, G, D]
-        scores = torch.matmul(qg, keys.transpose(-1, -2))  # [Hkv, B, G, M * bs]
-        scores += meta.decode_mask
-        values = self.cache.gather(layer, "v", meta.decode_blocks).view(hkv, b, -1, d)
-        if meta.cascade is not None:
-            o = self._cascade(layer, qg, scores, values)
+        if meta.buffer is not None:
+            o = self._decode_buffered(layer, q)  # [B, Hkv, G, D]
         else:
-            o = torch.matmul(scores.softmax(-1), values)  # [Hkv, B, G, D]
+            keys = self.cache.gather(layer, "k", meta.decode_blocks)  # [Hkv, B * M, bs, D]
+            hkv = keys.shape[0]
+            keys = keys.view(hkv, b, -1, d)  # one [M * bs, D] matrix per (head, sequence)
+            qg = (q * d**-0.5).view(b, hkv, hq // hkv, d).transpose(0, 1)  # [Hkv, B, G, D]
+            scores = torch.matmul(qg, keys.transpose(-1, -2))  # [Hkv, B, G, M * bs]
+            scores += meta.decode_mask
+            values = self.cache.gather(layer, "v", meta.decode_blocks).view(hkv, b, -1, d)
+            if meta.cascade is not None:
+                o = self._cascade(layer, qg, scores, values, rows_first=False)
+            else:
+                o = torch.matmul(scores.softmax(-1), values)  # [Hkv, B, G, D]
+            o = o.transpose(0, 1)
         if rot is not None:
             o = o @ rot
-        return o.transpose(0, 1).reshape(b, hq, d)
+        return o.reshape(b, hq, d)
 
-    def _cascade(self, layer: int, qg: torch.Tensor, scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """Own-suffix scores [Hkv, B, G, M * bs] merged with each group's shared-prefix attention.
+    def _decode_buffered(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+        """Decode rows against the decode buffer: gather only rows it does not hold yet, append every
+        row's new token, and attend to a strided view of it in place. Returns [B, Hkv, G, D]."""
+        meta, buf = self.meta, self.meta.buffer
+        b, hq, d = q.shape
+        kb, vb = buf.k[layer], buf.v[layer]  # [S, Hkv, C, D]
+        hkv, t = kb.shape[1], buf.refill_tokens
+        for which, dst in (("k", kb), ("v", vb)):
+            if buf.refill_slots.numel():
+                g = self.cache.gather(layer, which, buf.refill_blocks, "_refill")
+                dst[buf.refill_slots, :, :t] = g.view(hkv, -1, t, d).transpose(0, 1)
+            new = self.cache.read(layer, which, meta.write_blocks[:b], meta.write_offsets[:b])  # [Hkv, B, D]
+            dst[torch.arange(b), :, buf.lengths - 1] = new.transpose(0, 1)
+        qg = (q * d**-0.5).view(b, hkv, hq // hkv, d)  # [B, Hkv, G, D]
+        keys, values = kb[:b, :, :buf.max_length], vb[:b, :, :buf.max_length]  # [B, Hkv, L, D] views
+        scores = torch.matmul(qg, keys.transpose(-1, -2))  # [B, Hkv, G, L]
+        scores += meta.decode_mask
+        if meta.cascade is not None:
+            return self._cascade(layer, qg.transpose(0, 1), scores, values, rows_first=True)
+        return torch.matmul(scores.softmax(-1), values)
+
+    def _cascade(self, layer: int, qg: torch.Tensor, scores: torch.Tensor, values: torch.Tensor,
+                 rows_first: bool) -> torch.Tensor:
+        """Own-suffix attention (scores and values [Hkv, B, G, *], or [B, Hkv, G, *] if rows_first)
+        merged with each group's shared-prefix attention; qg is [Hkv, B, G, D]. Same layout out.
 
         Every group attends to its prefix in the same few ops (groups padded to one shape), so the
         cost per layer does not grow with the number of groups."""
@@ -112,7 +142,7 @@ class PagedAttention:
         peak = scores.amax(-1, keepdim=True)  # finite: a row's own blocks hold at least its new token
         weights = scores.sub_(peak).exp_()
         total = weights.sum(-1, keepdim=True)
-        out = torch.matmul(weights, values)  # unnormalised, [Hkv, B, G, D]
+        out = torch.matmul(weights, values)  # unnormalised
         keys = self.cache.gather(layer, "k", c.blocks, "_shared").view(hkv, c.num_groups, -1, d)
         qs = qg.index_select(1, c.rows).view(hkv, c.num_groups, c.max_rows * g, d)
         s = torch.matmul(qs, keys.transpose(-1, -2))  # [Hkv, Gr, R * G, P * bs]
@@ -125,7 +155,8 @@ class PagedAttention:
 
         def per_row(x: torch.Tensor, null: float) -> torch.Tensor:  # group slots -> decode rows
             x = x.view(hkv, -1, g, x.shape[-1])
-            return torch.cat([x, x.new_full((hkv, 1, g, x.shape[-1]), null)], 1).index_select(1, c.back)
+            x = torch.cat([x, x.new_full((hkv, 1, g, x.shape[-1]), null)], 1).index_select(1, c.back)
+            return x.transpose(0, 1) if rows_first else x
 
         s_out, s_total, s_peak = per_row(s_out, 0.0), per_row(s_total, 0.0), per_row(s_peak, float("-inf"))
         new_peak = torch.maximum(peak, s_peak)

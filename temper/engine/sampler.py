@@ -43,11 +43,30 @@ def truncate(logits: torch.Tensor, top_k: int, top_p: float, min_p: float) -> to
     return logits
 
 
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torch.Tensor:
+    """The first token whose cumulative probability reaches u * total, per row ([R, V] -> [R]).
+
+    Two levels, both summed in float64: the block holding the target from per-block sums, then a
+    cumulative sum within that block only (a full-vocabulary float64 cumsum cost ~3x as much)."""
+    r, v = probs.shape
+    nb = -(-v // block)
+    blocks = (torch.nn.functional.pad(probs, (0, nb * block - v)) if nb * block != v else probs).view(r, nb, block)
+    block_cdf = blocks.sum(-1, dtype=torch.float64).cumsum_(-1)  # [R, nb]
+    target = u * block_cdf[:, -1]
+    b = torch.searchsorted(block_cdf, target[:, None])[:, 0].clamp_(max=nb - 1)
+    before = torch.cat([block_cdf.new_zeros(r, 1), block_cdf], 1).gather(1, b[:, None])  # mass of blocks before b
+    inner = blocks[torch.arange(r), b].double().cumsum_(-1) + before  # [R, block]
+    j = torch.searchsorted(inner, target[:, None])[:, 0]
+    return torch.minimum(b * block + j.clamp_(max=block - 1), torch.tensor(v - 1))
+
+
 class Sampler:
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float], list]:
         """logits [R, V] (one row per seq entry) -> tokens, their logprobs, top alternatives (or None)."""
-        temps = torch.tensor([s.params.temperature or 1.0 for s in seqs], dtype=torch.float32)
-        scaled = logits.float() / temps[:, None]
+        temps = [s.params.temperature or 1.0 for s in seqs]
+        scaled = logits.float()
+        if any(t != 1.0 for t in temps):
+            scaled = scaled / torch.tensor(temps, dtype=torch.float32)[:, None]
         lse = torch.logsumexp(scaled, dim=-1, keepdim=True)
         tokens = [0] * len(seqs)
         greedy = [i for i, s in enumerate(seqs) if s.params.greedy and not _penalized(s)]
@@ -57,10 +76,10 @@ class Sampler:
         # Plain sampling (no penalty, no truncation) shares the softmax already computed above.
         plain = [i for i, s in enumerate(seqs) if not s.params.greedy and _plain(s)]
         if plain:
-            cdf = torch.exp(scaled[plain] - lse[plain]).double().cumsum_(-1)
+            rows = scaled if len(plain) == len(seqs) else scaled[plain]
+            probs = (rows - (lse if len(plain) == len(seqs) else lse[plain])).exp_()
             u = torch.cat([torch.rand(1, generator=seqs[i].generator, dtype=torch.float64) for i in plain])
-            picks = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=cdf.shape[-1] - 1)
-            for i, t in zip(plain, picks[:, 0].tolist(), strict=True):
+            for i, t in zip(plain, inverse_cdf(probs, u).tolist(), strict=True):
                 tokens[i] = t
         for i in set(range(len(seqs))) - set(greedy) - set(plain):
             seq, p = seqs[i], seqs[i].params
@@ -69,9 +88,8 @@ class Sampler:
                 tokens[i] = int(row.argmax())
                 continue
             probs = truncate(row / p.temperature, p.top_k, p.top_p, p.min_p).softmax(-1)
-            cdf = probs.double().cumsum_(-1)
             u = torch.rand(1, generator=seq.generator, dtype=torch.float64)
-            tokens[i] = min(int(torch.searchsorted(cdf, u * cdf[-1])), cdf.shape[-1] - 1)
+            tokens[i] = int(inverse_cdf(probs[None], u)[0])
         idx = torch.tensor(tokens, dtype=torch.long)
         chosen = (scaled.gather(1, idx[:, None]) - lse)[:, 0].tolist()
         tops: list = [None] * len(seqs)

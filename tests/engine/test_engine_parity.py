@@ -68,6 +68,12 @@ FEATURES = {
         EngineConfig(block_size=16, speculative=SpeculativeConfig(method="ngram", num_tokens=4, adaptive=False)),
         lambda e: e.stats["accepted_tokens"]),
     "large_blocks": (EngineConfig(block_size=128), None),
+    # Decode rows read their own keys from the decode buffer, appending one token a step.
+    "decode_buffer": (EngineConfig(block_size=16), lambda e: e.runner.buffer.appended_rows),
+    "decode_buffer_off": (EngineConfig(block_size=16, decode_buffer_bytes=0), None),
+    # Room for 8 rows of 80 own tokens (tiny model: 512 bytes per row-token): longer rows fall back to gathers.
+    "decode_buffer_over_budget": (EngineConfig(block_size=16, decode_buffer_bytes=512 * 8 * 80),
+                                  lambda e: e.runner.buffer.appended_rows * e.runner.buffer.fallback_steps),
     # Unchunked prefill attended 16 queries at a time (the path long prompts take).
     "query_chunked_attention": (EngineConfig(block_size=16, attention_chunk=16, chunked_prefill=False), None),
 }
@@ -173,19 +179,29 @@ def test_adaptive_draft_length_grows_while_drafts_hold_and_shrinks_after_a_miss(
     assert all(b - a in (2, -1, 0) or b < a for a, b in itertools.pairwise(lengths)), lengths
 
 
-def test_cascade_attention_gives_the_same_samples_and_logprobs(pair, prompts):
-    """n samples of a prompt share its blocks: seeded sampling with cascade attention on and off."""
+@pytest.mark.parametrize("kv_dtype", ["fp32", "int8"])
+def test_cascade_attention_and_decode_buffer_give_the_same_samples_and_logprobs(pair, prompts, kv_dtype):
+    """n samples of a prompt share its blocks: seeded sampling with cascade attention and the
+    decode buffer each on and off (int8: the buffer holds exactly what a gather dequantizes)."""
     model, _ = pair
     params = SamplingParams(temperature=1.0, n=4, seed=3, max_tokens=NEW)
     runs = {}
-    for cascade in (True, False):
-        engine = LLMEngine(model, None, EngineConfig(block_size=16, cascade_attention=cascade))
-        runs[cascade] = engine.generate(prompts[:3], params)
+    for cascade, buffer in itertools.product((True, False), (True, False)):
+        engine = LLMEngine(model, None, EngineConfig(block_size=16, cascade_attention=cascade, kv_dtype=kv_dtype,
+                                                     decode_buffer_bytes=2**30 if buffer else 0))
+        runs[cascade, buffer] = engine.generate(prompts[:3], params)
         assert (engine.runner.cascade_rows > 0) == cascade
-    for on, off in zip(runs[True], runs[False], strict=True):
-        assert on.token_ids == off.token_ids
-        assert max(abs(a - b) for a, b in zip(on.logprobs, off.logprobs, strict=True)) < 1e-4
-    assert len({tuple(c.token_ids) for c in runs[True][:4]}) > 1  # the samples did differ
+        assert (engine.runner.buffer.appended_rows > 0) == buffer
+    base = runs[False, False]
+    # A rounding difference in one layer's attention can move a later key across an int8 rounding
+    # step (1/127 of its absmax), so int8 differences are larger (measured 2.5e-4 vs 1.4e-6 in fp32);
+    # a dequantization error would be orders of magnitude larger.
+    tolerance = 1e-4 if kv_dtype == "fp32" else 1e-3
+    for run in runs.values():
+        for on, off in zip(run, base, strict=True):
+            assert on.token_ids == off.token_ids
+            assert max(abs(a - b) for a, b in zip(on.logprobs, off.logprobs, strict=True)) < tolerance
+    assert len({tuple(c.token_ids) for c in base[:4]}) > 1  # the samples did differ
 
 
 def test_n_samples_fork_the_computed_prompt_and_sample_as_separate_requests_would(pair, prompts):

@@ -8,7 +8,7 @@ import torch
 from engine_helpers import full_logprobs, random_prompts, tiny_pair
 
 from temper.engine import EngineConfig, LLMEngine, SamplingParams
-from temper.engine.sampler import apply_penalties, truncate
+from temper.engine.sampler import apply_penalties, inverse_cdf, truncate
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,19 @@ def test_logprobs_and_top_alternatives_at_temperature(model):
         assert len(c.top_logprobs) == 12 and all(len(t) == 3 for t in c.top_logprobs)
         for lp, top in zip(c.logprobs, c.top_logprobs, strict=True):
             assert max(top.values()) >= lp - 1e-6
+
+
+@pytest.mark.parametrize("vocab", [49152, 1000, 7])
+def test_two_level_inverse_cdf_picks_what_a_full_cumulative_sum_picks(vocab):
+    g = torch.Generator().manual_seed(vocab)
+    probs = torch.softmax(torch.randn(64, vocab, generator=g) * 3, -1)
+    probs[:, vocab // 2] = 0.0  # a token that must never be drawn
+    u = torch.rand(64, generator=g, dtype=torch.float64)
+    cdf = probs.double().cumsum(-1)
+    expected = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None])[:, 0]
+    assert torch.equal(inverse_cdf(probs, u, block=64), expected)
+    assert torch.equal(inverse_cdf(probs, u), expected)
+    assert not (inverse_cdf(probs, u) == vocab // 2).any()
 
 
 def test_penalties_follow_their_definitions():
