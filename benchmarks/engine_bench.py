@@ -54,6 +54,11 @@ QUESTIONS = [
 
 
 def rss_gib() -> float:
+    """This process's peak RSS. VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over fork and
+    exec, so a child started by a large parent (section 1 holds two models) would report the parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024**2
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 

@@ -40,8 +40,8 @@ class BufferStep:
 
 
 class DecodeBuffer:
-    def __init__(self, cfg: ModelConfig, budget_bytes: int):
-        self.cfg, self.budget = cfg, budget_bytes
+    def __init__(self, cfg: ModelConfig, budget_bytes: int, max_slots: int):
+        self.cfg, self.budget, self.max_slots = cfg, budget_bytes, max_slots
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
         self.state: dict[int, tuple[int, int, int]] = {}  # seq id -> (slot, skip, own tokens held)
@@ -57,17 +57,20 @@ class DecodeBuffer:
         self.k = self.v = None
         self.state = {}
 
-    def _reserve(self, slots: int, capacity: int) -> bool:
+    def _reserve(self, slots: int, capacity: int, reach: int) -> bool:
+        """Room for `slots` rows of `capacity` tokens; when it must grow, room for `reach` (the most
+        the rows can grow to) if the budget allows, so that a batch growing token by token does not
+        reallocate over and over."""
         have_s, have_c = (self.k.shape[1], self.k.shape[3]) if self.k is not None else (0, 0)
         if slots <= have_s and capacity <= have_c:
             return True
-        # Grow with headroom, so a batch growing token by token reallocates rarely.
-        s, c = max(have_s, _round_up(slots, 8)), max(have_c, _round_up(capacity + capacity // 4, 64))
-        if self._bytes(s, c) > self.budget:
-            s, c = max(have_s, slots), max(have_c, capacity)
-            if self._bytes(s, c) > self.budget:
-                self.reset()
-                return False
+        s = max(have_s, min(slots + slots // 4, self.max_slots))
+        for c in (max(have_c, reach), max(have_c, _round_up(capacity + capacity // 4, 64)), max(have_c, capacity)):
+            if self._bytes(s, c) <= self.budget:
+                break
+        else:
+            self.reset()
+            return False
         shape = (self.cfg.num_hidden_layers, s, self.cfg.num_key_value_heads, c, self.cfg.head_dim)
         # Zeros, never uninitialised memory: masked slots are still multiplied (0 * NaN = NaN).
         k, v = lazy_zeros(shape, torch.float32), lazy_zeros(shape, torch.float32)
@@ -77,13 +80,15 @@ class DecodeBuffer:
         self.k, self.v = k, v
         return True
 
-    def plan(self, seq_ids: list[int], skips: list[int], lengths: list[int], tables: list[list[int]],
-             block_size: int) -> tuple[list[int], BufferStep] | None:
+    def plan(self, seq_ids: list[int], skips: list[int], lengths: list[int], reach: list[int],
+             tables: list[list[int]], block_size: int) -> tuple[list[int], BufferStep] | None:
         """Slots for this step's decode rows (a permutation of range(B), per row), or None: over budget.
 
-        `lengths` are the rows' own tokens including the one decoded now, `tables` their own blocks."""
+        `lengths` are the rows' own tokens including the one decoded now, `reach` the most own tokens
+        each can come to hold, `tables` their own blocks."""
         b = len(seq_ids)
-        if not self._reserve(b, _round_up(max(lengths), block_size)):  # refills write whole blocks
+        # Refills write whole blocks, so capacities are whole blocks.
+        if not self._reserve(b, _round_up(max(lengths), block_size), _round_up(max(reach), block_size)):
             self.fallback_steps += 1
             return None
         slots: list[int] = [-1] * b

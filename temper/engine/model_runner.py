@@ -24,7 +24,8 @@ class ModelRunner:
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
         self.cascade_rows = 0  # decode rows that attended to a shared prefix once for their group
-        self.buffer = DecodeBuffer(model.config, config.decode_buffer_bytes)
+        self.buffer = DecodeBuffer(model.config, config.decode_buffer_bytes, config.max_num_seqs)
+        self.max_model_len = config.max_model_len or model.config.max_position_embeddings
 
     @torch.inference_mode()
     def run(self, batch: list[Scheduled]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
@@ -81,7 +82,9 @@ class ModelRunner:
         own_lens = [n - k * bs for n, k in zip(lens, skip, strict=True)]
         order = list(range(len(items)))
         if self.config.decode_buffer_bytes and not self.window:
-            planned = self.buffer.plan([it.seq.seq_id for it in items], skip, own_lens, own, bs)
+            reach = [min(it.seq.num_prompt_tokens + it.seq.params.max_tokens, self.max_model_len) - k * bs
+                     for it, k in zip(items, skip, strict=True)]
+            planned = self.buffer.plan([it.seq.seq_id for it in items], skip, own_lens, reach, own, bs)
             if planned is not None:
                 slots, meta.buffer = planned
                 order.sort(key=slots.__getitem__)

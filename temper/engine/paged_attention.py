@@ -75,23 +75,25 @@ class PagedAttention:
         meta, cache = self.meta, self.cache
         q, k, v = q[0], k[0], v[0]  # [N, H, D]
         cache.write(layer, meta.write_blocks, meta.write_offsets, k, v)
-        out = torch.empty_like(q)
         nd = meta.num_decode
+        if nd == q.shape[0]:  # a decode-only step
+            return self._decode(layer, q, k, v)[None]
+        out = torch.empty_like(q)
         if nd:
-            out[:nd] = self._decode(layer, q[:nd])
+            out[:nd] = self._decode(layer, q[:nd], k[:nd], v[:nd])
         for seg in meta.segments:
             rows = slice(seg.row, seg.row + seg.length)
             out[rows] = self._segment(layer, seg, q[rows], k[rows], v[rows])
         return out[None]
 
-    def _decode(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+    def _decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         meta = self.meta
         b, hq, d = q.shape
         rot = self.cache.rotation  # int8 blocks hold rotated keys and values
         if rot is not None:
             q = q @ rot
         if meta.buffer is not None:
-            o = self._decode_buffered(layer, q)  # [B, Hkv, G, D]
+            o = self._decode_buffered(layer, q, k, v)  # [B, Hkv, G, D]
         else:
             keys = self.cache.gather(layer, "k", meta.decode_blocks)  # [Hkv, B * M, bs, D]
             hkv = keys.shape[0]
@@ -109,19 +111,22 @@ class PagedAttention:
             o = o @ rot
         return o.reshape(b, hq, d)
 
-    def _decode_buffered(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+    def _decode_buffered(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Decode rows against the decode buffer: gather only rows it does not hold yet, append every
-        row's new token, and attend to a strided view of it in place. Returns [B, Hkv, G, D]."""
+        row's new token (k, v [B, Hkv, D]: exactly what an fp32 cache stores; other dtypes read back
+        what they stored), and attend to a strided view of it in place. Returns [B, Hkv, G, D]."""
         meta, buf = self.meta, self.meta.buffer
         b, hq, d = q.shape
         kb, vb = buf.k[layer], buf.v[layer]  # [S, Hkv, C, D]
         hkv, t = kb.shape[1], buf.refill_tokens
-        for which, dst in (("k", kb), ("v", vb)):
+        stored_as_is = self.cache.k.dtype == torch.float32
+        for which, dst, x in (("k", kb, k), ("v", vb, v)):
             if buf.refill_slots.numel():
                 g = self.cache.gather(layer, which, buf.refill_blocks, "_refill")
                 dst[buf.refill_slots, :, :t] = g.view(hkv, -1, t, d).transpose(0, 1)
-            new = self.cache.read(layer, which, meta.write_blocks[:b], meta.write_offsets[:b])  # [Hkv, B, D]
-            dst[torch.arange(b), :, buf.lengths - 1] = new.transpose(0, 1)
+            if not stored_as_is:
+                x = self.cache.read(layer, which, meta.write_blocks[:b], meta.write_offsets[:b]).transpose(0, 1)
+            dst[torch.arange(b), :, buf.lengths - 1] = x
         qg = (q * d**-0.5).view(b, hkv, hq // hkv, d)  # [B, Hkv, G, D]
         keys, values = kb[:b, :, :buf.max_length], vb[:b, :, :buf.max_length]  # [B, Hkv, L, D] views
         scores = torch.matmul(qg, keys.transpose(-1, -2))  # [B, Hkv, G, L]

@@ -71,8 +71,8 @@ FEATURES = {
     # Decode rows read their own keys from the decode buffer, appending one token a step.
     "decode_buffer": (EngineConfig(block_size=16), lambda e: e.runner.buffer.appended_rows),
     "decode_buffer_off": (EngineConfig(block_size=16, decode_buffer_bytes=0), None),
-    # Room for 8 rows of 80 own tokens (tiny model: 512 bytes per row-token): longer rows fall back to gathers.
-    "decode_buffer_over_budget": (EngineConfig(block_size=16, decode_buffer_bytes=512 * 8 * 80),
+    # Room for 10 slots of 80 own tokens (tiny model: 512 bytes per slot-token): the longest row outgrows it.
+    "decode_buffer_over_budget": (EngineConfig(block_size=16, decode_buffer_bytes=512 * 10 * 80),
                                   lambda e: e.runner.buffer.appended_rows * e.runner.buffer.fallback_steps),
     # Unchunked prefill attended 16 queries at a time (the path long prompts take).
     "query_chunked_attention": (EngineConfig(block_size=16, attention_chunk=16, chunked_prefill=False), None),
