@@ -39,7 +39,8 @@ class EngineConfig(ConfigModel):
     # Decode rows sharing cached prefix blocks (n samples of a prompt) attend to them once per group.
     cascade_attention: bool = True
     # Decoding rows keep their own keys/values contiguous across steps (see decode_buffer.py)
-    # within this many bytes, instead of gathering them from the paged cache every step; 0 = off.
+    # within this many bytes (and never more than the KV cache's), instead of gathering them from
+    # the paged cache every step; 0 = off.
     decode_buffer_bytes: int = Field(2 * 1024**3, ge=0)
     max_model_len: int | None = None  # default: the model's max_position_embeddings
     # Attention over the cache for long prompts runs in query chunks of this many tokens, so

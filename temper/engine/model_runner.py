@@ -24,7 +24,8 @@ class ModelRunner:
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
         self.cascade_rows = 0  # decode rows that attended to a shared prefix once for their group
-        self.buffer = DecodeBuffer(model.config, config.decode_buffer_bytes, config.max_num_seqs)
+        # Never more than the KV cache itself: at most doubles KV memory (an int8 cache stays small).
+        self.buffer = DecodeBuffer(model.config, min(config.decode_buffer_bytes, cache.nbytes), config.max_num_seqs)
         self.max_model_len = config.max_model_len or model.config.max_position_embeddings
 
     @torch.inference_mode()
