@@ -66,7 +66,17 @@ class ModelRunner:
             raise
         if not logit_rows:
             return hidden.new_empty(0, self.model.config.vocab_size), spans
-        return self.model.compute_logits(hidden[logit_rows]).float(), spans
+        return self._logits(hidden[logit_rows]), spans
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The head's logits for these rows. Below 16 rows they are padded to a multiple of 4: on this
+        CPU's SGEMM a vocabulary-sized head over 3, 7 or 11 rows runs at row-by-row speed (SmolLM2, 2
+        threads: 37 ms for 3 rows, 17 ms for 4), and speculative verification has such counts."""
+        n = hidden.shape[0]
+        pad = -n % 4 if 1 < n < 16 else 0
+        if pad:
+            hidden = torch.cat([hidden, hidden.new_zeros(pad, hidden.shape[1])])
+        return self.model.compute_logits(hidden)[:n].float()
 
     def _decode_meta(self, meta: StepMeta, items: list[Scheduled]) -> list[int]:
         """Attention metadata for the decode rows; returns their order in the batch (the decode
