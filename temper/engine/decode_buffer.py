@@ -65,7 +65,8 @@ class DecodeBuffer:
         if slots <= have_s and capacity <= have_c:
             return True
         s = max(have_s, min(slots + slots // 4, self.max_slots))
-        for c in (max(have_c, reach), max(have_c, _round_up(capacity + capacity // 4, 64)), max(have_c, capacity)):
+        for c in (max(have_c, capacity, reach), max(have_c, _round_up(capacity + capacity // 4, 64)),
+                  max(have_c, capacity)):
             if self._bytes(s, c) <= self.budget:
                 break
         else:
