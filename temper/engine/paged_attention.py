@@ -2,8 +2,10 @@
 
 One forward runs all scheduled tokens packed as [1, N]: first the decoding sequences (one
 token each), then the segments (prefill chunks, speculative verification) of the others.
-Decode rows attend in one batched pass: their blocks are gathered once per layer, head-major,
-so each (kv head, sequence) is one matmul for all the query heads of its group. Decode rows whose
+Decode rows attend in one batched pass over their own keys: read in place from the decode
+buffer (see decode_buffer.py), or, without it, gathered from their blocks once per layer,
+head-major; either way each (kv head, sequence) is one matmul for all the query heads of its
+group. Decode rows whose
 tables start with the same cached blocks (the n samples of one prompt) attend to that shared
 prefix together (cascade attention): its blocks are gathered once for the group, not once per
 row, and the two partial softmaxes (shared prefix, own suffix) are merged by their maxima and
