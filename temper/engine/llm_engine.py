@@ -182,6 +182,7 @@ class LLMEngine:
         sample_spans = []
         forks: dict[int, tuple[list[Sequence], int]] = {}  # parent seq id -> (siblings, their first sample)
         room = [self.blocks.num_free, self.config.max_num_seqs - len(self.scheduler.running)]
+        claimed: set[int] = set()  # waiting samples already forked from a parent in this step
         for item, (first, count) in zip(batch, spans, strict=True):
             k = 1 + len(item.drafts) if item.completes else 0
             if count > k:
@@ -189,7 +190,7 @@ class LLMEngine:
             sample_spans.append((len(rows), k))
             rows.extend(range(first + count - k, first + count))
             seqs.extend([item.seq] * k)
-            if kids := (self._forkable(item, room) if k else []):
+            if kids := (self._forkable(item, room, claimed) if k else []):
                 # The siblings' first tokens come from the same prompt logits, each with its own generator.
                 forks[item.seq.seq_id] = (kids, len(rows))
                 rows.extend([first + count - 1] * len(kids))
@@ -223,21 +224,21 @@ class LLMEngine:
             if not seq.finished:
                 self.blocks.trim(seq, len(seq))
 
-    def _forkable(self, item: Scheduled, room: list[int]) -> list[Sequence]:
+    def _forkable(self, item: Scheduled, room: list[int], claimed: set[int]) -> list[Sequence]:
         """Waiting samples of the same request that can take over this one's just-computed prompt
         (parallel sampling: the prompt is computed once, not once per sample). `room` = [free
-        blocks, free sequence slots], reduced by what the forks will take."""
+        blocks, free sequence slots] and `claimed` (siblings another sample of the request took this
+        step) are updated with what the forks take."""
         seq, bs = item.seq, self.config.block_size
         if seq.num_output_tokens or item.drafts or seq.params.prompt_logprobs or seq.kv_epoch != self.blocks.epoch:
             return []
         kids = [s for s in self.scheduler.waiting if s.request_id == seq.request_id and not s.block_table
-                and not s.num_output_tokens and s.status is Status.WAITING]
+                and not s.num_output_tokens and s.seq_id not in claimed]
         copies = len(seq) % bs != 0  # the partly filled last block is copied, not shared
         n = max(0, min(len(kids), room[1], room[0] if copies else len(kids)))
         room[0] -= n if copies else 0
         room[1] -= n
-        for kid in kids[:n]:
-            kid.status = Status.RUNNING  # claimed: another sample of this request finishing its prompt
+        claimed.update(kid.seq_id for kid in kids[:n])
         return kids[:n]
 
     def _start_fork(self, parent: Sequence, kid: Sequence, token: int, logprob: float,

@@ -52,7 +52,7 @@ class ModelRunner:
             table = seq.block_table
             write_blocks.extend(table[p // bs] for p in range(start, start + n))
             if n > 1:
-                meta.segments.append(Segment(row, start, n, torch.tensor(table[:-(-(start + n) // bs)])))
+                meta.segments.append(Segment(row, start, n, torch.tensor(table[:(start + n + bs - 1) // bs])))
             k = n if item.all_logits else (1 + len(item.drafts)) if item.completes else 0
             spans[i] = (len(logit_rows), k)
             logit_rows.extend(range(row + n - k, row + n))
@@ -83,7 +83,7 @@ class ModelRunner:
         buffer's slot order when it holds them)."""
         bs = self.block_size
         lens = [it.seq.num_computed + 1 for it in items]
-        tables = [it.seq.block_table[:-(-n // bs)] for it, n in zip(items, lens, strict=True)]
+        tables = [it.seq.block_table[:(n + bs - 1) // bs] for it, n in zip(items, lens, strict=True)]
         skip = [0] * len(items)  # leading blocks each row attends to through its group's shared prefix
         groups = shared_prefixes(tables) if self.config.cascade_attention and not self.window else []
         for rows, shared in groups:

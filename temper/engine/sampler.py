@@ -76,8 +76,8 @@ class Sampler:
         # Plain sampling (no penalty, no truncation) shares the softmax already computed above.
         plain = [i for i, s in enumerate(seqs) if not s.params.greedy and _plain(s)]
         if plain:
-            rows = scaled if len(plain) == len(seqs) else scaled[plain]
-            probs = (rows - (lse if len(plain) == len(seqs) else lse[plain])).exp_()
+            pick = slice(None) if len(plain) == len(seqs) else plain  # all rows: no copy
+            probs = (scaled[pick] - lse[pick]).exp_()
             u = torch.cat([torch.rand(1, generator=seqs[i].generator, dtype=torch.float64) for i in plain])
             for i, t in zip(plain, inverse_cdf(probs, u).tolist(), strict=True):
                 tokens[i] = t
