@@ -115,7 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = "smollm2-135m"
         if not smollm2:
-            from temper.orchestrator.toy_model import make_toy_model
+            from temper.models.toy import make_toy_model
 
             model = str(make_toy_model(Path(tmp) / "model", hidden=args.hidden, layers=args.layers))
         sync = run_in_process(model, Path(tmp), 0)

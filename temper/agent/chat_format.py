@@ -7,10 +7,10 @@ next generation prompt, found by rendering a small probe conversation and taking
 
 from typing import Any
 
-from temper.agent.protocol import ChatTokenizer
 from temper.agent.toolcall import tools_system_block
 from temper.agent.tools.base import Tool
 from temper.errors import TemperError
+from temper.generation.protocol import ChatTokenizer
 
 _SENTINEL = "\u2063TEMPER-SENTINEL\u2063"
 _PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]

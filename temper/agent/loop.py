@@ -19,13 +19,13 @@ from typing import Any
 from temper.agent.chat_format import ChatFormat
 from temper.agent.context import SYSTEM_PROMPT, ContextManager, Summarizer, TurnNote
 from temper.agent.episode import AgentConfig, EpisodeResult, InfraFailure, ToolRecord, TurnRecord
-from temper.agent.protocol import ChatTokenizer, GenerationClient, SamplingParams
 from temper.agent.toolcall import EXAMPLE, ToolCall, parse_tool_calls
 from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.transcript import Transcript
 from temper.envs.env import Environment, StepResult
 from temper.envs.reward import Reward
 from temper.envs.sandboxes import is_sandbox_crash
+from temper.generation.protocol import ChatTokenizer, GenerationClient, SamplingParams
 from temper.trajectory import FailureKind
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ versions); prompt and observation tokens get mask 0, logprob 0.0 and version -1.
 
 from dataclasses import dataclass, field
 
-from temper.agent.protocol import Completion
+from temper.generation.protocol import Completion
 from temper.trajectory import Trajectory
 
 

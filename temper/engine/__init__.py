@@ -7,9 +7,9 @@
 from temper.engine.async_engine import AsyncEngine
 from temper.engine.config import EngineConfig, SpeculativeConfig
 from temper.engine.llm_engine import LLMEngine
-from temper.engine.outputs import Completion, TokenEvent
-from temper.engine.protocol import GenerationClient
-from temper.engine.sampling_params import RequestError, SamplingParams
+from temper.generation.completion import Completion, TokenEvent
+from temper.generation.protocol import GenerationClient
+from temper.generation.sampling_params import RequestError, SamplingParams
 
 __all__ = ["AsyncEngine", "Completion", "EngineConfig", "GenerationClient", "LLMEngine", "RequestError",
            "SamplingParams", "SpeculativeConfig", "TokenEvent"]

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import torch
 
 from temper.engine.llm_engine import LLMEngine
-from temper.engine.outputs import Completion, TokenEvent
-from temper.engine.sampling_params import SamplingParams
+from temper.generation.completion import Completion, TokenEvent
+from temper.generation.sampling_params import SamplingParams
 
 
 class AsyncEngine:

@@ -12,14 +12,14 @@ from temper.engine.config import EngineConfig
 from temper.engine.draft_proposer import DraftModelProposer, build_draft
 from temper.engine.kv_cache import KVCache, kv_bytes_per_token
 from temper.engine.model_runner import ModelRunner
-from temper.engine.outputs import Completion, TokenEvent
 from temper.engine.requests import FinishCallback, Request, TokenCallback, eos_ids, prompt_ids
 from temper.engine.sampler import Sampler, _penalized
-from temper.engine.sampling_params import RequestError, SamplingParams
 from temper.engine.scheduler import Scheduled, Scheduler
 from temper.engine.sequence import Sequence, Status
 from temper.engine.speculative import NgramProposer, Proposer
 from temper.errors import TemperError
+from temper.generation.completion import Completion, TokenEvent
+from temper.generation.sampling_params import RequestError, SamplingParams
 from temper.models import LlamaForCausalLM
 
 

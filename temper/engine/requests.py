@@ -4,9 +4,9 @@ from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
-from temper.engine.outputs import Completion, TokenEvent
-from temper.engine.sampling_params import RequestError
 from temper.engine.sequence import Sequence
+from temper.generation.completion import Completion, TokenEvent
+from temper.generation.sampling_params import RequestError
 
 TokenCallback = Callable[[TokenEvent], None]
 FinishCallback = Callable[[Completion], None]

@@ -9,8 +9,8 @@ from enum import Enum, auto
 
 import torch
 
-from temper.engine.outputs import Completion
-from temper.engine.sampling_params import SamplingParams
+from temper.generation.completion import Completion
+from temper.generation.sampling_params import SamplingParams
 
 
 class Status(Enum):

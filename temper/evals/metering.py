@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from temper.engine.outputs import Completion, TokenEvent
-from temper.engine.sampling_params import SamplingParams
+from temper.generation.completion import Completion, TokenEvent
+from temper.generation.sampling_params import SamplingParams
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 

@@ -8,13 +8,13 @@ from typing import Any
 
 from temper.agent.episode import AgentConfig
 from temper.agent.loop import AgentLoop
-from temper.agent.protocol import ChatTokenizer
 from temper.envs.env import EpisodeLimits
 from temper.envs.suite import Suite
 from temper.envs.task import Task
 from temper.evals.config import EvalConfig
 from temper.evals.metering import MeteredClient
 from temper.evals.solvers import Outcome
+from temper.generation.protocol import ChatTokenizer
 
 log = logging.getLogger("temper.eval")
 
@@ -54,9 +54,9 @@ class ModelSolver:
     @classmethod
     def remote(cls, cfg: EvalConfig) -> "ModelSolver":
         """Generate on an OpenAI-compatible server; the tokenizer of `cfg.model` stays local (token ids in/out)."""
+        from temper.generation import default_served_name
+        from temper.generation.remote_client import RemoteClient
         from temper.models import Tokenizer, resolve_model
-        from temper.serve.config import default_served_name
-        from temper.serve.remote_client import RemoteClient
 
         tok = Tokenizer.from_folder(resolve_model(cfg.model))
         name = cfg.endpoint_model or default_served_name(cfg.model)

@@ -11,9 +11,9 @@ from pydantic import Field, field_validator, model_validator
 
 from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
+from temper.generation import RemoteGenerationConfig
 from temper.rl.config import CheckpointConfig, FilterConfig, OptimConfig, RLConfig
 from temper.runtime import RuntimeConfig
-from temper.serve.config import RemoteGenerationConfig
 
 DEFAULT_SUITE = "arithmetic:op=add,digits=2,n=2000,seed=1"
 DEFAULT_EVAL_SUITE = "arithmetic:op=add,digits=2,n=200,seed=9001"

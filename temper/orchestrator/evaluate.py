@@ -5,7 +5,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from temper.evals.stats import bootstrap_mean, paired_bootstrap_difference
-from temper.orchestrator.pipeline import Backend, run_eval
+from temper.orchestrator.backends import Backend
+from temper.orchestrator.pipeline import run_eval
 
 
 @dataclass

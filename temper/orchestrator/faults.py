@@ -10,27 +10,16 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from temper.envs import Environment, Observation, Reward
 from temper.envs.env import StepResult
+from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.config import FaultConfig, RetryConfig
 from temper.trajectory import FailureKind
 
 
 class InjectedWorkerError(RuntimeError):
     """Raised on purpose inside a rollout worker (fault injection)."""
-
-
-@dataclass
-class Attempt:
-    """An episode's outcome after retries: its trajectories (failure set if all tries failed)."""
-
-    trajectories: list[Any]
-    attempts: int
-    failure: FailureKind | None = None
-    message: str = ""
-    failed_tries: list[str] = field(default_factory=list)  # failure kind of each failed try, in order
 
 
 @dataclass

@@ -18,28 +18,15 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from temper.errors import TemperError
+from temper.orchestrator.backends.protocol import Attempt, Backend
 from temper.orchestrator.config import OrchestratorConfig, RetryConfig
-from temper.orchestrator.faults import Attempt, FaultStats, with_retries
+from temper.orchestrator.faults import FaultStats, with_retries
 from temper.orchestrator.replay import ReplayBuffer
 from temper.orchestrator.scheduler import Scheduled, TaskScheduler
 from temper.orchestrator.store import Store
 from temper.trajectory import FailureKind, Trajectory
-
-
-class Backend(Protocol):
-    """Where episodes run (local process or Ray actors); the pipeline needs only this."""
-
-    num_workers: int
-
-    async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt: ...
-
-    async def push_weights(self, state: dict, version: int) -> None: ...
-
-    def counters(self) -> dict[str, float]: ...
 
 
 @dataclass

@@ -3,7 +3,7 @@
 It runs single episodes (the pipeline asks for a group's n episodes, retries and quarantine
 are the pipeline's job) and takes new weights. It talks to its engine only through the
 generation protocol (`GenerationClient`), so a remote server could stand in. The same class
-runs in process (local backend) and inside a Ray actor (ray_backend.py).
+runs in process (local backend) and inside a Ray actor (backends/ray.py).
 """
 
 import asyncio
@@ -15,10 +15,11 @@ from typing import Any
 import torch
 
 from temper.agent import AgentConfig, AgentLoop
-from temper.engine import Completion, GenerationClient, SamplingParams
 from temper.envs import EpisodeLimits, Suite, Task
+from temper.generation import Completion, GenerationClient, SamplingParams
+from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.config import AgentSection, FaultConfig
-from temper.orchestrator.faults import Attempt, FaultInjector
+from temper.orchestrator.faults import FaultInjector
 
 
 class GatedClient:
@@ -135,7 +136,6 @@ def build_worker(model_name: str, engine_cfg: Any, suite_specs: list[str], spec:
                  sandbox_run_dir: str | None = None) -> tuple[RolloutWorker, Any]:
     """Load the model, start an engine and (when a suite needs one) a sandbox pool: a ready worker
     and a close() for what it started. Used by both backends."""
-    import temper.orchestrator.suites  # noqa: F401  (registers arithmetic and toy)
     from temper.engine import AsyncEngine, LLMEngine
     from temper.envs import parse_spec
     from temper.models import load_model

@@ -13,7 +13,7 @@ from typing import Any
 from temper.envs import parse_spec
 from temper.errors import TemperError
 from temper.evals.metering import rss_mb
-from temper.orchestrator.backend import make_backend
+from temper.orchestrator.backends import make_backend
 from temper.orchestrator.config import TrainConfig
 from temper.orchestrator.evaluate import EvalResult, difference, evaluate
 from temper.orchestrator.pipeline import Group, Pipeline
@@ -31,7 +31,6 @@ def train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
 
 
 async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
-    import temper.orchestrator.suites  # noqa: F401  (registers arithmetic and toy)
     from temper.models import load_model
     from temper.rl import Trainer
 
@@ -202,8 +201,6 @@ def resolve_train_config(config: Any, sets: list[str] | None, flags: list[str], 
         cfg.out = str(run.path)
         return cfg, run
     cfg = load_config(TrainConfig, config, [*(sets or []), *flags])
-    import temper.orchestrator.suites  # noqa: F401
-
     for spec in [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else []):
         parse_spec(spec)  # an unknown suite fails here, before a run folder exists
     return cfg, RunDir.create(cfg)

@@ -20,10 +20,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from temper.engine import RequestError, SamplingParams
 from temper.errors import TemperError
+from temper.generation import RequestError, SamplingParams, default_served_name
 from temper.serve.chat import chat_prompt_ids
-from temper.serve.config import ServeConfig, default_served_name
+from temper.serve.config import ServeConfig
 from temper.serve.metrics import Metrics
 from temper.serve.responses import Job
 from temper.serve.router import Router, UnknownModel, split_model

@@ -1,7 +1,6 @@
 """`ServeConfig`: everything `temper serve` needs, with defaults that run on a 2-core CPU; and
 `RemoteGenerationConfig`, how a client (the orchestrator, the evals) reaches such a server."""
 
-from pathlib import Path
 
 from pydantic import Field, model_validator
 
@@ -87,21 +86,3 @@ class ServeConfig(ConfigModel):
         if self.engine.speculative.method != "ngram":
             raise ValueError("engine.speculative.method must be 'ngram': the fast variant is n-gram speculation")
         return self
-
-
-def default_served_name(model: str) -> str:
-    """The API's model name for `model`: a bundled name as is, a folder's name, a GGUF file's stem."""
-    p = Path(model)
-    if p.suffix == ".gguf":
-        return p.stem
-    return p.name if ("/" in model or p.exists()) else model
-
-
-class RemoteGenerationConfig(ConfigModel):
-    """An OpenAI-compatible server to generate on (`temper serve`, vLLM, SGLang)."""
-
-    url: str = "http://127.0.0.1:8000"
-    model: str | None = None  # the server's model name; default: what `temper serve` would call the model
-    api_key: str | None = None
-    timeout_s: float = Field(600.0, gt=0)
-    weights_dir: str | None = None  # where pushed weights are written for the server to read (default: temp)

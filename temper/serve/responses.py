@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temper.agent.tools.base import Tool
-from temper.engine import Completion, SamplingParams, TokenEvent
+from temper.generation import Completion, SamplingParams, TokenEvent
 from temper.serve.chat import split_tool_calls
 from temper.serve.usage import UsageLog, UsageRecord
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from temper.engine import Completion, TokenEvent
+from temper.generation import Completion, TokenEvent
 from temper.serve.chat import split_tool_calls
 from temper.serve.responses import Job
 from temper.serve.usage import UsageLog

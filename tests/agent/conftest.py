@@ -4,8 +4,8 @@ logprobs and a policy version per call, and records every request it got."""
 
 import pytest
 
-from temper.engine.outputs import Completion
-from temper.engine.sampling_params import SamplingParams
+from temper.generation.completion import Completion
+from temper.generation.sampling_params import SamplingParams
 
 
 class ScriptedClient:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from envqa_plant import PASS_IF, task
 
-from temper.engine.outputs import Completion
-from temper.engine.sampling_params import SamplingParams
 from temper.envqa import EnvQAConfig, run_envqa
 from temper.envqa.checks.policy import _seed
 from temper.envs import parse_spec
+from temper.generation.completion import Completion
+from temper.generation.sampling_params import SamplingParams
 
 SOLVE = '<tool_call>{"name": "bash", "arguments": {"command": "echo ok > done.txt"}}</tool_call>'
 SUBMIT = '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'

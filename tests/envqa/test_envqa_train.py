@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from temper.engine.outputs import Completion
-from temper.engine.sampling_params import SamplingParams
 from temper.envqa import EnvQAConfig, run_envqa
 from temper.envqa.checks.policy import _seed
 from temper.envs import parse_spec
+from temper.generation.completion import Completion
+from temper.generation.sampling_params import SamplingParams
 
 SPEC = "toy:n=6,seed=0,digits=10"
 
@@ -31,8 +31,7 @@ class ToyScriptedClient:
 
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    import temper.orchestrator.suites  # noqa: F401  (registers toy)
-    from temper.orchestrator.toy_model import make_toy_model, toy_tokenizer
+    from temper.models.toy import make_toy_model, toy_tokenizer
 
     tmp = tmp_path_factory.mktemp("envqa-train")
     tok = toy_tokenizer()

@@ -9,6 +9,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from temper.orchestrator.toy_model import make_toy_model
+    from temper.models.toy import make_toy_model
 
     return make_toy_model(tmp_path_factory.mktemp("toy") / "model")

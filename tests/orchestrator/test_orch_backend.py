@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from temper.orchestrator.backend import LocalBackend
+from temper.orchestrator.backends.local import LocalBackend
 from temper.orchestrator.config import AgentSection, FaultConfig
 from temper.orchestrator.rollout_worker import WorkerSpec, sum_counters
 from temper.trajectory import Trajectory

@@ -34,10 +34,10 @@ def test_ray_backend_runs_the_tiny_recipe(local_ray, toy_model: Path, tmp_path: 
 
 def test_dead_ray_worker_is_named_with_its_cause(local_ray, toy_model: Path) -> None:
     from temper.engine import EngineConfig
+    from temper.envs.suites.arithmetic import ToySuite
+    from temper.orchestrator.backends.ray import RayBackend, WorkerDied
     from temper.orchestrator.config import AgentSection, FaultConfig
-    from temper.orchestrator.ray_backend import RayBackend, WorkerDied
     from temper.orchestrator.rollout_worker import WorkerSpec
-    from temper.orchestrator.suites import ToySuite
 
     spec = WorkerSpec(agent=AgentSection(max_new_tokens=1), faults=FaultConfig(), partial_rollouts=True,
                       episode_timeout_s=60)

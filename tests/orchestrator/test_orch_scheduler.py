@@ -2,9 +2,9 @@
 
 from collections import Counter
 
+from temper.envs.suites.arithmetic import ArithmeticSuite, ToySuite
 from temper.orchestrator.config import CurriculumConfig, SuiteConfig
 from temper.orchestrator.scheduler import TaskScheduler
-from temper.orchestrator.suites import ArithmeticSuite, ToySuite
 
 
 def build(curriculum: CurriculumConfig | None = None, cap: int = 1000) -> TaskScheduler:

@@ -7,8 +7,8 @@ import pytest
 from serve_helpers import LiveServer, serve_config
 
 from temper.engine import AsyncEngine, EngineConfig, GenerationClient, LLMEngine, RequestError, SamplingParams
+from temper.generation.remote_client import RemoteClient
 from temper.models import load_model
-from temper.serve.remote_client import RemoteClient
 
 PROMPT = [1, 504, 2113, 314, 260, 3529, 30]
 

@@ -36,9 +36,9 @@ def tiny_recipe(model: Path, out: Path, url: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_train_tiny_recipe_on_a_remote_server(tmp_path: Path):
+    from temper.models.toy import make_toy_model
     from temper.orchestrator.config import TrainConfig
     from temper.orchestrator.run_dir import RunDir
-    from temper.orchestrator.toy_model import make_toy_model
     from temper.orchestrator.train import train
 
     model = make_toy_model(tmp_path / "toy")

@@ -18,10 +18,30 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import torch
+from pydantic import Field
 
-from temper.engine import Completion, RequestError, SamplingParams
+from temper.config import ConfigModel
 from temper.errors import TemperError
+from temper.generation.completion import Completion
+from temper.generation.sampling_params import RequestError, SamplingParams
+
+
+class RemoteGenerationConfig(ConfigModel):
+    """An OpenAI-compatible server to generate on (`temper serve`, vLLM, SGLang)."""
+
+    url: str = "http://127.0.0.1:8000"
+    model: str | None = None  # the server's model name; default: what `temper serve` would call the model
+    api_key: str | None = None
+    timeout_s: float = Field(600.0, gt=0)
+    weights_dir: str | None = None  # where pushed weights are written for the server to read (default: temp)
+
+
+def default_served_name(model: str) -> str:
+    """The API's model name for `model`: a bundled name as is, a folder's name, a GGUF file's stem."""
+    p = Path(model)
+    if p.suffix == ".gguf":
+        return p.stem
+    return p.name if ("/" in model or p.exists()) else model
 
 
 class RemoteError(TemperError):
@@ -117,7 +137,7 @@ class RemoteClient:
                           num_cached_prompt_tokens=int(((data.get("usage") or {}).get("prompt_tokens_details")
                                                         or {}).get("cached_tokens") or 0))
 
-    async def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         """Write the weights as safetensors and ask the server to load them (temper serve's
         /v1/load_weights). The folder must be readable by the server: same machine or shared disk."""
         from safetensors.torch import save_file

@@ -46,7 +46,7 @@ def make_toy_model(folder: str | Path, seed: int = 0, hidden: int = 32, layers: 
     return save_model(model, tok, folder)
 
 
-if __name__ == "__main__":  # python -m temper.orchestrator.toy_model FOLDER
+if __name__ == "__main__":  # python -m temper.models.toy FOLDER
     import sys
 
     print(make_toy_model(sys.argv[1] if len(sys.argv) > 1 else "runs/toy-model"))

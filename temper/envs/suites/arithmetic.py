@@ -1,4 +1,4 @@
-"""Two small verifiable suites that `temper train` registers (through the public envs interface):
+"""Two small verifiable suites, the default recipe's and the tests':
 
 - `arithmetic:op=add,digits=2,n=N,seed=S[,sandbox=true]`: "What is 37 + 48?" as a chat prompt,
   scored on correctness with a lenient extraction (the number after the last `=`, else the last
@@ -14,10 +14,12 @@ import random
 import re
 from typing import Any, ClassVar
 
-from temper.envs import EpisodeLimits, Observation, Reward, Task, register_suite
-from temper.envs.env import StepResult, timed_verify
+from temper.envs.env import EpisodeLimits, Observation, StepResult, timed_verify
+from temper.envs.registry import register_suite
+from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
 from temper.envs.suite import ListSuite
+from temper.envs.task import Task
 from temper.errors import TemperError
 
 _NUMBER = re.compile(r"-?\d+")
@@ -76,6 +78,7 @@ class _AnswerSuite(ListSuite):
         return lenient_number(text)
 
 
+@register_suite("arithmetic")
 class ArithmeticSuite(_AnswerSuite):
     name = "arithmetic"
     OPS: ClassVar[dict[str, tuple[str, Any]]] = {
@@ -106,6 +109,7 @@ class ArithmeticSuite(_AnswerSuite):
         return tasks
 
 
+@register_suite("toy")
 class ToySuite(_AnswerSuite):
     """'say D': the answer is the digit shown. A tiny random model emits it ~1/16 of the time at first."""
 
@@ -132,5 +136,3 @@ class ToySuite(_AnswerSuite):
         return words[0] if words and words[0].isdigit() else None
 
 
-register_suite("arithmetic")(ArithmeticSuite)
-register_suite("toy")(ToySuite)

@@ -14,9 +14,8 @@ import os
 from typing import Any
 
 from temper.errors import TemperError
-from temper.orchestrator.faults import Attempt
+from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.rollout_worker import WorkerSpec, build_worker, sum_counters
-from temper.orchestrator.weight_sync import publish_ray
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +32,6 @@ class RolloutActor:
         import torch
 
         torch.set_num_threads(max(1, threads))
-        import temper.orchestrator.suites  # noqa: F401
-
         self.worker, self._close = build_worker(model, engine_cfg, suite_specs, spec, sandbox_run_dir)
 
     def pid(self) -> int:
@@ -94,9 +91,12 @@ class RayBackend:
             raise
 
     async def push_weights(self, state: dict, version: int) -> None:
+        import ray
+
         live = [i for i in range(self.num_workers) if i not in self.dead]
         try:
-            await publish_ray([self.actors[i] for i in live], state, version)
+            ref = ray.put(dict(state))  # one copy in the object store, read by every actor
+            await asyncio.gather(*(self.actors[i].load_weights.remote(ref, version) for i in live))
         except Exception as exc:
             for i in live:
                 self._check_dead(i, exc)
@@ -174,4 +174,4 @@ def shutdown() -> None:
         ray.shutdown()
 
 
-__all__ = ["RayBackend", "WorkerDied", "asyncio", "describe_death", "shutdown"]
+__all__ = ["RayBackend", "WorkerDied", "describe_death", "shutdown"]

@@ -4,19 +4,17 @@ the server after each training step (`/v1/load_weights` for `temper serve`)."""
 
 from typing import Any
 
-from temper.orchestrator.faults import Attempt
+from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
-from temper.orchestrator.weight_sync import publish_local
 
 
 class RemoteBackend:
     def __init__(self, model: str, remote: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int = 1,
                  sandbox_run_dir: str | None = None):
-        import temper.orchestrator.suites  # noqa: F401  (registers arithmetic and toy)
         from temper.envs import parse_spec
+        from temper.generation import default_served_name
+        from temper.generation.remote_client import RemoteClient
         from temper.models import Tokenizer, resolve_model
-        from temper.serve.config import default_served_name
-        from temper.serve.remote_client import RemoteClient
 
         # The tokenizer is local (the agent loop works on token ids); the weights live on the server.
         tokenizer = Tokenizer.from_folder(resolve_model(model))
@@ -40,7 +38,7 @@ class RemoteBackend:
 
     async def push_weights(self, state: dict, version: int) -> None:
         # One server: push once (the workers' gates still order the update against their requests).
-        await publish_local(self.workers[:1], state, version)
+        await self.workers[0].load_weights(state, version)
 
     def counters(self) -> dict[str, float]:
         return sum_counters(w.counters() for w in self.workers)

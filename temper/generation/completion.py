@@ -1,4 +1,4 @@
-"""What the engine returns: a finished `Completion`, and `TokenEvent`s while streaming."""
+"""What a generation client returns: a finished `Completion`, and `TokenEvent`s while streaming."""
 
 from dataclasses import dataclass, field
 
