@@ -21,6 +21,7 @@ class ToolCall:
     arguments: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when the call cannot run; the message is for the model
     raw: str = ""
+    well_formed: bool = False  # valid JSON naming a known tool (its arguments may still fail their schema)
 
 
 def _decode(raw: str) -> Any:
@@ -60,9 +61,15 @@ def parse_tool_calls(text: str, tools: dict[str, Tool]) -> list[ToolCall]:
         if call.name not in tools:
             call.error = f"unknown tool {call.name!r}; available tools: {', '.join(sorted(tools)) or 'none'}"
             continue
+        call.well_formed = True
         call.error = tools[call.name].check(args)
         call.arguments = args if isinstance(args, dict) else {}
     return calls
+
+
+def strip_tool_calls(text: str) -> str:
+    """The text without its tool-call blocks (an unclosed last block runs to the end, as when parsing)."""
+    return _CALL.sub("", text).strip()
 
 
 def tools_system_block(tools: list[Tool]) -> str:

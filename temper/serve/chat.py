@@ -2,15 +2,13 @@
 back to OpenAI `tool_calls`, with the agent's Hermes-style parser (`<tool_call>{json}</tool_call>`)."""
 
 import json
-import re
 import uuid
 from typing import Any
 
-from temper.agent.toolcall import parse_tool_calls, tools_system_block
+from temper.agent.toolcall import parse_tool_calls, strip_tool_calls, tools_system_block
 from temper.agent.tools.base import Tool
 from temper.serve.schemas import ChatRequest, Message, ToolSpec
 
-_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
 _PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 
 
@@ -72,11 +70,10 @@ def split_tool_calls(text: str, tools: list[Tool]) -> tuple[str | None, list[dic
     if not tools or "<tool_call>" not in text:
         return text, []
     calls = parse_tool_calls(text, {t.name: t for t in tools})
-    good = [c for c in calls if c.name and c.name in {t.name for t in tools}
-            and not (c.error or "").startswith(("tool call", "unknown tool"))]
+    good = [c for c in calls if c.well_formed]
     if not good:
         return text, []
-    content = _BLOCK.sub("", text).strip() or None
+    content = strip_tool_calls(text) or None
     out = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in good]
     return content, out
