@@ -5,7 +5,7 @@
 """
 
 from temper.envqa.config import EnvQAConfig
-from temper.envqa.runner import run_envqa
+from temper.envqa.check_run import run_envqa
 from temper.envqa.verdicts import BAD, STRATA, VERDICTS
 
 __all__ = ["BAD", "STRATA", "VERDICTS", "EnvQAConfig", "run_envqa"]

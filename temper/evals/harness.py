@@ -21,7 +21,7 @@ from typing import Any
 from temper.evals.config import EvalConfig
 from temper.evals.records import ItemRecord
 from temper.evals.robustness import noise_pairs
-from temper.evals.runner import Gate, SuiteInput, SuiteRun, resolve, run_suites
+from temper.evals.suite_runner import Gate, SuiteInput, SuiteRun, resolve, run_suites
 from temper.evals.solvers import Solver
 from temper.evals.summary import summarize_suite
 

@@ -18,7 +18,7 @@ from typing import Any
 from temper.envs.registry import parse_spec
 from temper.evals.config import EvalConfig, GridConfig
 from temper.evals.records import ItemRecord
-from temper.evals.runner import Gate, run_suite, slug
+from temper.evals.suite_runner import Gate, run_suite, slug
 from temper.evals.solvers import Solver
 
 DEPTH_KINDS = ("niah", "vartrack")
@@ -110,7 +110,7 @@ async def run_grid(solver: Solver, cfg: EvalConfig, out_dir: Path, gate: Gate | 
     cells = cell_specs(g)
     cell_cfg = cfg.model_copy(update={"samples": 1, "limit": None, "start": 0,
                                      "concurrency": g.concurrency})
-    from temper.evals.runner import live_progress
+    from temper.evals.suite_runner import live_progress
 
     run = GridRun(g, cells)
     with live_progress(cfg.progress) as progress:
