@@ -83,8 +83,8 @@ def rollout_prompts(tok, n_prompts: int, prompt_tokens: int) -> list[list[int]]:
     return prompts
 
 
-def run_temper(lm, prompts, samples, max_new, fixed, threads, seed) -> tuple[int, float]:
-    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(threads=threads, kv_budget_bytes=2 * 1024**3))
+def run_temper(lm, prompts, samples, max_new, fixed, seed) -> tuple[int, float]:
+    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3))
     params = SamplingParams(temperature=1.0, max_tokens=max_new, n=samples, seed=seed, ignore_eos=fixed)
     t = time.perf_counter()
     outs = engine.generate(prompts, params)
@@ -170,7 +170,7 @@ def run_vllm(path, prompts, samples, max_new, fixed, seed) -> tuple[int, float]:
 def section_rollout(args, lm, hf) -> dict:
     tok = lm.tokenizer
     prompts = rollout_prompts(tok, args.prompts, args.prompt_tokens)
-    systems = {"temper": lambda f, s: run_temper(lm, prompts, args.samples, args.max_new, f, args.threads, s),
+    systems = {"temper": lambda f, s: run_temper(lm, prompts, args.samples, args.max_new, f, s),
                "hf_generate": lambda f, s: run_hf_generate(hf, tok, prompts, args.samples, args.max_new, f, s)}
     if not args.skip_generate_batch:
         systems["hf_generate_batch"] = lambda f, s: run_hf_generate_batch(hf, tok, prompts, args.samples,
@@ -225,7 +225,7 @@ def section_fast_variant(args, lm) -> dict:
     print("\n[2] fast variant: batch 1, greedy, n-gram prompt lookup and a layer-skip draft "
           f"(first {args.draft_layers} layers) vs the plain engine")
     tasks = grounded_tasks(lm.tokenizer)
-    base = EngineConfig(threads=args.threads, kv_budget_bytes=512 * 1024**2)
+    base = EngineConfig(kv_budget_bytes=512 * 1024**2)
     draft = SpeculativeConfig(method="draft", draft_layers=args.draft_layers, num_tokens=args.draft_tokens)
     engines = {"plain": LLMEngine(lm.model, lm.tokenizer, base),
                "fast": LLMEngine(lm.model, lm.tokenizer, base.model_copy(
@@ -292,7 +292,7 @@ def child_context(args) -> None:
     prompt = (text_ids * (n // len(text_ids) + 1))[:n]
     per_token = kv_bytes_per_token(cfg, args.kv_dtype)
     engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(
-        threads=args.threads, kv_dtype=args.kv_dtype, max_model_len=n + 64,
+        kv_dtype=args.kv_dtype, max_model_len=n + 64,
         kv_budget_bytes=per_token * (n + 256), max_num_seqs=1))
     stamps: list[float] = []
     t0 = time.perf_counter()
@@ -390,7 +390,7 @@ def section_roofline(args, lm) -> dict:
     prompts = rollout_prompts(lm.tokenizer, 8, args.prompt_tokens)
     out = {}
     for batch in (1, 64):
-        engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(threads=args.threads, kv_budget_bytes=2 * 1024**3))
+        engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3))
         for i in range(batch):
             engine.add_request(prompts[i % len(prompts)], SamplingParams(temperature=1.0, seed=i, ignore_eos=True,
                                                                          max_tokens=args.roofline_steps + 8))
@@ -442,7 +442,7 @@ def main() -> None:
     p.add_argument("--child-context", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--kv-dtype", default="int8", help=argparse.SUPPRESS)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)  # process-wide, for every system and child alike
     if args.child_context:
         child_context(args)
         return

@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
         duplicates, sensitive data, contamination. Writes DIR/report.json, summary.md/.html, pass_rates.png,
         clusters.json and manifest.json (a suite: manifest:path=DIR/manifest.json)."""
         from temper.envqa import EnvQAConfig, run_envqa
+        from temper.runtime import RuntimeConfig, apply_runtime
 
         cfg = resolve_config(EnvQAConfig, config, sets, [
             *flag("samples", samples), *flag("oracle_runs", oracle_runs), *flag("policy", policy),
@@ -53,6 +54,7 @@ def register(app: typer.Typer) -> None:
             cfg.against = list(against)
         if out is not None:
             cfg.out = str(out)
+        apply_runtime(RuntimeConfig(seed=cfg.seed))  # one torch thread, as every command (the engine sets none)
         report = asyncio.run(run_envqa(cfg))
         s = report["summary"]
         counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)

@@ -50,7 +50,7 @@ def complete(cfg: GenerateConfig) -> str:
         ids = tok.encode(cfg.prompt, add_special_tokens=True)
     s = cfg.sampling
     start = time.perf_counter()
-    engine = LLMEngine(loaded.model, tok, EngineConfig(threads=cfg.runtime.threads, seed=cfg.runtime.seed))
+    engine = LLMEngine(loaded.model, tok, EngineConfig(seed=cfg.runtime.seed))
     params = SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens, top_k=s.top_k, top_p=s.top_p,
                             seed=cfg.runtime.seed)
     completion = engine.generate([ids], params)[0]

@@ -50,5 +50,4 @@ class EngineConfig(ConfigModel):
     sliding_window: int = Field(0, ge=0)
     sink_tokens: int = Field(4, ge=0)
     speculative: SpeculativeConfig = SpeculativeConfig()
-    threads: int = Field(1, ge=0)  # torch intra-op threads; 0 = leave torch's default
     seed: int = 0  # seeds requests that carry no seed of their own

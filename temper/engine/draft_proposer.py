@@ -15,7 +15,6 @@ from torch import nn
 from temper.engine.config import SpeculativeConfig
 from temper.engine.draft_cache import DraftAttention, DraftSegment, SequenceKV
 from temper.engine.sequence import Sequence
-from temper.engine.speculative import Proposer
 from temper.errors import TemperError
 from temper.models import LlamaForCausalLM
 
@@ -71,7 +70,7 @@ class DraftState:
         return common
 
 
-class DraftModelProposer(Proposer):
+class DraftModelProposer:
     """Greedy drafts of `num_tokens` tokens from a draft model, one cache per sequence (kept while it runs)."""
 
     def __init__(self, draft: LlamaForCausalLM, target_vocab_size: int, cfg: SpeculativeConfig):
@@ -82,9 +81,6 @@ class DraftModelProposer(Proposer):
         self.draft, self.vocab, self.num_tokens = draft.eval(), vocab, cfg.num_tokens
         self.dtype = draft.lm_head.weight.dtype
         self.states: dict[int, DraftState] = {}
-
-    def propose(self, seq: Sequence, max_tokens: int) -> list[int]:
-        return self.propose_batch([(seq, max_tokens)])[0]
 
     @torch.inference_mode()
     def propose_batch(self, asks: list[tuple[Sequence, int]]) -> list[list[int]]:

@@ -9,14 +9,13 @@ import torch
 
 from temper.engine.block_manager import BlockManager
 from temper.engine.config import EngineConfig
-from temper.engine.draft_proposer import DraftModelProposer, build_draft
 from temper.engine.kv_cache import KVCache, kv_bytes_per_token
 from temper.engine.model_runner import ModelRunner
 from temper.engine.requests import FinishCallback, Request, TokenCallback, eos_ids, prompt_ids
-from temper.engine.sampler import Sampler, _penalized
-from temper.engine.scheduler import Scheduled, Scheduler
+from temper.engine.sampler import Sampler
+from temper.engine.scheduler import ScheduledSeq, Scheduler
 from temper.engine.sequence import Sequence, Status
-from temper.engine.speculative import NgramProposer, Proposer
+from temper.engine.speculator import Speculator
 from temper.errors import TemperError
 from temper.generation.completion import Completion, TokenEvent
 from temper.generation.sampling_params import RequestError, SamplingParams
@@ -28,8 +27,6 @@ class LLMEngine:
                  draft_model: LlamaForCausalLM | None = None):
         """`draft_model`: a built draft for speculative.method='draft' (instead of a name in the config)."""
         self.config = config = config or EngineConfig()
-        if config.threads > 0:
-            torch.set_num_threads(config.threads)
         self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
         mcfg = model.config
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
@@ -45,24 +42,18 @@ class LLMEngine:
         self.scheduler = Scheduler(config, self.blocks)
         self.runner = ModelRunner(model, self.cache, config)
         self.sampler = Sampler()
-        spec = config.speculative
-        if draft_model is not None and spec.method != "draft":
-            raise TemperError(f"LLMEngine(draft_model=...) needs engine.speculative.method='draft' ({spec.method!r})")
-        self.proposer: Proposer | None = None
-        if spec.method == "ngram":
-            self.proposer = NgramProposer(spec)
-        elif spec.method == "draft":
-            self.proposer = DraftModelProposer(build_draft(spec, model, draft_model), mcfg.vocab_size, spec)
+        self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0,
+                      "forked_samples": 0}
+        self.speculator = Speculator(config.speculative, model, self.max_model_len, self.stats, draft_model)
         self.eos_ids = eos_ids(tokenizer, mcfg.eos_token_id)
         self.requests: dict[str, Request] = {}
         self.lock = threading.RLock()  # one step, abort or weight update at a time
         self._intake_lock = threading.Lock()
         self._incoming: list[Request] = []
+        self._finished: list[Completion] = []  # samples finished since the last step or abort handed them out
         self._ids_in_use: set[str] = set()
         self._ids = itertools.count()
         self._seed_rng = torch.Generator().manual_seed(config.seed)
-        self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0,
-                      "forked_samples": 0}
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, config: EngineConfig | None = None) -> "LLMEngine":
@@ -111,9 +102,9 @@ class LLMEngine:
                 return []
             for seq in req.seqs:
                 if not seq.finished:
-                    self.scheduler.remove(seq)
                     self._finish(seq, "abort")
-            self._forget_drafts()
+            self.speculator.retain(self.scheduler.running)
+            self._hand_out()  # the request's samples come back from here, not from the next step
             return list(req.done)
 
     def has_unfinished(self) -> bool:
@@ -121,62 +112,37 @@ class LLMEngine:
 
     # ---- the step -------------------------------------------------------------------------
     def step(self) -> list[Completion]:
-        """One scheduling round; returns the samples that finished in it."""
+        """One scheduling round: schedule -> run -> postprocess; returns the samples that finished in it."""
         with self.lock:
             self._admit_incoming()
-            finished_before = sum(len(r.done) for r in self.requests.values())
-            batch = self.scheduler.schedule(self._drafts())
-            for seq in self.scheduler.out_of_room:
-                self._finish(seq, "length" if seq.num_output_tokens else "error",
-                             error=None if seq.num_output_tokens else
-                             f"request {seq.request_id!r}: the KV budget cannot hold this sequence")
-            self.scheduler.out_of_room.clear()
+            batch = self.scheduler.schedule(self.speculator.drafts(self.scheduler.running))
+            self._end_out_of_room()
             if batch:
                 logits, spans = self.runner.run(batch)
                 self._postprocess(batch, logits, spans)
                 self.stats["steps"] += 1
-            self._forget_drafts()
-            done = [c for r in self.requests.values() for c in r.done]
-            out = done[finished_before:] if len(done) > finished_before else []
-            for rid in [rid for rid, r in self.requests.items() if len(r.done) == len(r.seqs)]:
-                del self.requests[rid]  # completions were handed out via `out` / callbacks
+            self.speculator.retain(self.scheduler.running)
+            return self._hand_out()
+
+    def _end_out_of_room(self) -> None:
+        for seq in self.scheduler.out_of_room:
+            self._finish(seq, "length" if seq.num_output_tokens else "error",
+                         error=None if seq.num_output_tokens else
+                         f"request {seq.request_id!r}: the KV budget cannot hold this sequence")
+        self.scheduler.out_of_room.clear()
+
+    def _hand_out(self) -> list[Completion]:
+        """The samples finished since the last hand-out; a request whose samples all finished leaves."""
+        done, self._finished = self._finished, []
+        for c in done:
+            req = self.requests.get(c.request_id)
+            if req is not None and len(req.done) == len(req.seqs):
+                del self.requests[c.request_id]  # its completions went out through `done` / callbacks
                 with self._intake_lock:
-                    self._ids_in_use.discard(rid)
-            return out
+                    self._ids_in_use.discard(c.request_id)
+        return done
 
-    def _drafts(self) -> dict[int, list[int]]:
-        if self.proposer is None:
-            return {}
-        # Drafts leave room for the target's own next token, within max_tokens and the context.
-        asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens - 1, self.max_model_len - len(seq) - 1,
-                          self._draft_len(seq))) for seq in self.scheduler.running if self._speculates(seq)]
-        proposals = self.proposer.propose_batch(asks) if asks else []
-        return {seq.seq_id: d for (seq, _), d in zip(asks, proposals, strict=True) if d}
-
-    def _draft_len(self, seq: Sequence) -> int:
-        spec = self.config.speculative
-        if not spec.adaptive:
-            return spec.num_tokens
-        if not seq.draft_len:
-            seq.draft_len = min(spec.initial_tokens, spec.num_tokens)
-        return seq.draft_len
-
-    def _adapt_draft_len(self, seq: Sequence, proposed: int, accepted: int) -> None:
-        # The heuristic of transformers' assisted generation: longer while drafts hold, shorter once one fails.
-        if self.config.speculative.adaptive and proposed:
-            grown = seq.draft_len + 2 if accepted == proposed else seq.draft_len - 1
-            seq.draft_len = max(1, min(grown, self.config.speculative.num_tokens))
-
-    def _forget_drafts(self) -> None:
-        """A draft model's per-sequence state lives only while its sequence runs (not once preempted)."""
-        if self.proposer is not None:
-            self.proposer.retain({seq.seq_id for seq in self.scheduler.running})
-
-    def _speculates(self, seq: Sequence) -> bool:
-        """Drafts are verified losslessly only for greedy, unpenalised sequences without stop strings."""
-        return seq.num_pending == 1 and seq.params.greedy and not _penalized(seq) and not seq.params.stop
-
-    def _postprocess(self, batch: list[Scheduled], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
+    def _postprocess(self, batch: list[ScheduledSeq], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
         rows: list[int] = []
         seqs: list[Sequence] = []
         sample_spans = []
@@ -203,12 +169,7 @@ class LLMEngine:
                 self.blocks.publish(seq)
                 continue
             row = tokens[first:first + count]
-            accepted = 0  # leading drafts that equal the target's own choice
-            while accepted < len(item.drafts) and item.drafts[accepted] == row[accepted]:
-                accepted += 1
-            self.stats["draft_tokens"] += len(item.drafts)
-            self.stats["accepted_tokens"] += accepted
-            self._adapt_draft_len(seq, len(item.drafts), accepted)
+            accepted = self.speculator.accept(seq, item.drafts, row) if item.drafts else 0
             # KV of the fed tokens up to the last accepted draft is valid: publish it before the
             # sample can finish (and free its blocks), so that identical prompts reuse it.
             seq.num_computed += item.num_tokens - len(item.drafts) + accepted
@@ -224,7 +185,7 @@ class LLMEngine:
             if not seq.finished:
                 self.blocks.trim(seq, len(seq))
 
-    def _forkable(self, item: Scheduled, room: list[int], claimed: set[int]) -> list[Sequence]:
+    def _forkable(self, item: ScheduledSeq, room: list[int], claimed: set[int]) -> list[Sequence]:
         """Waiting samples of the same request that can take over this one's just-computed prompt
         (parallel sampling: the prompt is computed once, not once per sample). `room` = [free
         blocks, free sequence slots] and `claimed` (siblings another sample of the request took this
@@ -298,6 +259,7 @@ class LLMEngine:
         req = self.requests[seq.request_id]
         completion = seq.to_completion()
         req.done.append(completion)
+        self._finished.append(completion)
         if req.on_finish is not None:
             req.on_finish(completion)
 
@@ -340,7 +302,6 @@ class LLMEngine:
                 for name, tensor in state_dict.items():
                     params[name].copy_(tensor)
             self.blocks.invalidate()
-            if self.proposer is not None:
-                self.proposer.retain(())  # a draft that shares the weights has stale caches now
+            self.speculator.retain(())  # a draft that shares the weights has stale caches now
             self.version = version
 

@@ -12,7 +12,7 @@ from temper.engine.config import EngineConfig
 from temper.engine.decode_buffer import DecodeBuffer
 from temper.engine.kv_cache import KVCache
 from temper.engine.paged_attention import Cascade, PagedAttention, Segment, StepMeta, window_mask
-from temper.engine.scheduler import Scheduled
+from temper.engine.scheduler import ScheduledSeq
 from temper.models import LlamaForCausalLM
 
 
@@ -29,7 +29,7 @@ class ModelRunner:
         self.max_model_len = config.max_model_len or model.config.max_position_embeddings
 
     @torch.inference_mode()
-    def run(self, batch: list[Scheduled]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+    def run(self, batch: list[ScheduledSeq]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
         """Returns logits [R, V] and, per scheduled entry (in `batch` order), its (first row, count) in them:
         the last rows of an entry that completes its pending tokens sample; rows before them score the prompt."""
         bs = self.block_size
@@ -78,7 +78,7 @@ class ModelRunner:
             hidden = torch.cat([hidden, hidden.new_zeros(pad, hidden.shape[1])])
         return self.model.compute_logits(hidden)[:n].float()
 
-    def _decode_meta(self, meta: StepMeta, items: list[Scheduled]) -> list[int]:
+    def _decode_meta(self, meta: StepMeta, items: list[ScheduledSeq]) -> list[int]:
         """Attention metadata for the decode rows; returns their order in the batch (the decode
         buffer's slot order when it holds them)."""
         bs = self.block_size

@@ -17,7 +17,9 @@ from temper.engine.sequence import Sequence, Status
 
 
 @dataclass
-class Scheduled:
+class ScheduledSeq:
+    """A sequence in this step's batch: the tokens it feeds (its pending ones, then its drafts)."""
+
     seq: Sequence
     num_tokens: int  # tokens fed this step, drafts included
     drafts: list[int] = field(default_factory=list)
@@ -75,9 +77,9 @@ class Scheduler:
             self.preempt(max(victims, key=lambda s: s.arrival))
         return True
 
-    def schedule(self, drafts: dict[int, list[int]]) -> list[Scheduled]:
+    def schedule(self, drafts: dict[int, list[int]]) -> list[ScheduledSeq]:
         budget = self.config.max_num_batched_tokens
-        out: list[Scheduled] = []
+        out: list[ScheduledSeq] = []
         ids: set[int] = set()
         for seq in [s for s in self.running if s.num_pending == 1]:
             if seq.status is not Status.RUNNING or budget <= 0:
@@ -89,7 +91,7 @@ class Scheduler:
                     # Others (already scheduled) hold the blocks: wait; alone: it can never fit.
                     self._stuck(seq) if len(self.running) == 1 else self.preempt(seq)
                     continue
-            out.append(Scheduled(seq, 1 + len(d), d))
+            out.append(ScheduledSeq(seq, 1 + len(d), d))
             ids.add(seq.seq_id)
             budget -= 1 + len(d)
         for seq in [s for s in self.running if s.num_pending > 1]:
@@ -98,7 +100,7 @@ class Scheduler:
             n = self._chunk(seq, budget, first=not out)
             older = {s.seq_id for s in self.running if s.arrival < seq.arrival}  # only newer ones are preempted
             if n and self._room(seq, seq.num_computed + n, ids | older):
-                out.append(Scheduled(seq, n))
+                out.append(ScheduledSeq(seq, n))
                 ids.add(seq.seq_id)
                 budget -= n
             elif not out and not self._room(seq, seq.num_computed + n, ids):
@@ -119,7 +121,7 @@ class Scheduler:
             seq.status = Status.RUNNING
             seq.num_cached_prompt_tokens = max(seq.num_cached_prompt_tokens, seq.num_computed)
             self.running.append(seq)
-            out.append(Scheduled(seq, n))
+            out.append(ScheduledSeq(seq, n))
             ids.add(seq.seq_id)
             budget -= n
         self.num_prefill_chunks += sum(1 for s in out if s.seq.num_pending > 1)

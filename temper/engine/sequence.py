@@ -46,9 +46,6 @@ class Sequence:
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
         self.error: str | None = None
-        self.ngram_index: dict[int, dict[tuple[int, ...], int]] = {}
-        self.ngram_indexed_upto: dict[int, int] = {}
-        self.draft_len = 0  # adaptive speculation: tokens to propose next step (0 = not started)
 
     def __len__(self) -> int:
         return len(self.token_ids)

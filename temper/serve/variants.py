@@ -20,25 +20,13 @@ from temper.errors import TemperError
 VARIANTS = ("standard", "fast")
 
 
-class VariantEngine(LLMEngine):
-    """An LLMEngine that speculates only for the request ids in `fast_requests`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fast_requests: set[str] = set()
-
-    def _drafts(self) -> dict[int, list[int]]:
-        return super()._drafts() if self.fast_requests else {}
-
-    def _speculates(self, seq: Any) -> bool:
-        return seq.request_id in self.fast_requests and super()._speculates(seq)
-
-
 class Variants:
     """The served model: one engine, two variants, a running request count and the policy version."""
 
     def __init__(self, model: Any, tokenizer: Any, config: EngineConfig):
-        self.engine = VariantEngine(model, tokenizer, config)
+        self.engine = LLMEngine(model, tokenizer, config)
+        self.fast_requests: set[str] = set()  # request ids of the fast variant: only they speculate
+        self.engine.speculator.request_ids = self.fast_requests
         self.tokenizer = tokenizer
         self.aengine = AsyncEngine(self.engine)
         self.inflight = 0
@@ -72,11 +60,11 @@ class Variants:
                 loop.call_soon_threadsafe(queue.put_nowait, (i, item))
 
             if variant == "fast":
-                self.engine.fast_requests.add(rid)
+                self.fast_requests.add(rid)
             try:
                 await asyncio.to_thread(self.engine.add_request, prompt, params, rid, put, put)
             except BaseException:
-                self.engine.fast_requests.discard(rid)
+                self.fast_requests.discard(rid)
                 run.close()
                 raise
             run.rids.append(rid)
@@ -126,7 +114,7 @@ class Run:
         self.closed = True
         eng = self.variants.engine
         for rid in self.rids:
-            eng.fast_requests.discard(rid)
+            self.variants.fast_requests.discard(rid)
         if self.counted:
             self.variants.inflight -= 1
         if self.remaining:

@@ -48,7 +48,8 @@ def assert_as_plain(engine: LLMEngine, outs: list[Completion], plain: list[Compl
         check_greedy(c.token_ids, p.token_ids, margins(engine.model, p.prompt_token_ids, p.token_ids), report,
                      f"{label} prompt {i}")
     assert not engine.has_unfinished() and engine.blocks.num_free == engine.blocks.num_blocks
-    assert engine.proposer.states == {}, "draft state outlived its sequences"
+    assert engine.speculator.proposer.states == {} and engine.speculator.draft_lens == {}, \
+        "draft state outlived its sequences"
     print(engine.stats, "\n".join(report))
 
 
@@ -92,14 +93,14 @@ def test_draft_under_preemption_and_abort_frees_its_state(target, prompts, plain
     rid = engine.add_request(prompts[0], SamplingParams(temperature=0, max_tokens=100))
     for _ in range(3):
         engine.step()
-    assert engine.proposer.states  # drafting for the running request
+    assert engine.speculator.proposer.states  # drafting for the running request
     engine.abort(rid)
-    assert engine.proposer.states == {}
+    assert engine.speculator.proposer.states == {}
 
 
 def test_truncated_draft_shares_the_targets_weights(target, prompts, plain):
     engine = LLMEngine(target, None, draft_config(draft_layers=1))
-    draft = engine.proposer.draft
+    draft = engine.speculator.proposer.draft
     assert len(draft.model.layers) == 1 and draft.model.layers[0] is target.model.layers[0]
     assert draft.lm_head is target.lm_head and draft.model.embed_tokens is target.model.embed_tokens
     assert_as_plain(engine, engine.generate(prompts, GREEDY), plain, "first-layer draft")

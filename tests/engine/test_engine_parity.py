@@ -167,8 +167,9 @@ def test_adaptive_draft_length_grows_while_drafts_hold_and_shrinks_after_a_miss(
     spec = SpeculativeConfig(method="ngram", num_tokens=8, initial_tokens=2)
     engine = LLMEngine(model, None, EngineConfig(block_size=16, speculative=spec))
     asked: list[tuple[int, int]] = []  # (sequence, draft length asked for) per step
-    inner = engine.proposer.propose_batch
-    engine.proposer.propose_batch = lambda asks: (asked.extend((s.seq_id, k) for s, k in asks), inner(asks))[1]
+    proposer = engine.speculator.proposer
+    inner = proposer.propose_batch
+    proposer.propose_batch = lambda asks: (asked.extend((s.seq_id, k) for s, k in asks), inner(asks))[1]
     loop = prompts[-2]  # the repetitive prompt: its lookups keep hitting
     out = engine.generate([loop], SamplingParams(temperature=0, max_tokens=NEW))[0]
     report: list[str] = []
@@ -177,6 +178,7 @@ def test_adaptive_draft_length_grows_while_drafts_hold_and_shrinks_after_a_miss(
     assert lengths[0] == 2 and max(lengths) > 2, lengths  # grew from the initial length
     assert max(lengths) <= 8 and any(b == a - 1 for a, b in itertools.pairwise(lengths)), lengths
     assert all(b - a in (2, -1, 0) or b < a for a, b in itertools.pairwise(lengths)), lengths
+    assert engine.speculator.draft_lens == {} and proposer.indexes == {}  # nothing outlives its sequence
 
 
 @pytest.mark.parametrize("kv_dtype", ["fp32", "int8"])
