@@ -109,6 +109,7 @@ def worker(variant: str, args) -> dict:
     else:
         from temper.rl import RLConfig, Trainer
         from temper.rl.batching import Sample
+        from temper.rl.sft import sft_step
 
         cfg = RLConfig()
         cfg.optim.lr = 1e-6
@@ -123,7 +124,7 @@ def worker(variant: str, args) -> dict:
 
         def step(mbs) -> float:
             # the trainer lays the sequences out itself: packed rows within the budget, or padded rows
-            return trainer.sft_step([Sample(torch.tensor(i), torch.tensor(m)) for mb in mbs for i, m in mb])["loss"]
+            return sft_step(trainer, [Sample(torch.tensor(i), torch.tensor(m)) for mb in mbs for i, m in mb]).loss
 
     warm = [[(ids[:48], m[:48]) for ids, m in mbs[0][:2]]]
     step(warm)  # first-call overheads (allocator, kernels) out of the timing

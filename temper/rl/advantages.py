@@ -1,13 +1,15 @@
 """Advantage estimators: how much better one response was than its alternatives.
 
 Outcome estimators (GRPO, Dr. GRPO, RLOO, REINFORCE) give one scalar per sequence, broadcast
-to its model tokens; GAE gives one per token from a value head (multi-turn credit).
+to its model tokens; GAE gives one per token from a value head (multi-turn credit, critic.py).
 """
 
 from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
+
+from temper.rl.config import AdvantageConfig
 
 
 def group_indices(group_ids: Sequence[str]) -> list[list[int]]:
@@ -71,20 +73,15 @@ class RunningBaseline:
         self.value, self.decay = state["value"], state["decay"]
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation over the steps (model tokens) of one episode.
-
-    rewards, values: [n] for the episode's model tokens in order (observation tokens between turns
-    are not steps, so credit flows across turns); the value after the last step is 0.
-    delta_t = r_t + gamma V_{t+1} - V_t;  A_t = delta_t + gamma lam A_{t+1};  returns R_t = A_t + V_t.
-    """
-    r, v = rewards.tolist(), values.tolist()
-    adv = [0.0] * len(v)
-    next_value, next_adv = 0.0, 0.0
-    for t in reversed(range(len(v))):
-        delta = r[t] + gamma * next_value - v[t]
-        next_adv = delta + gamma * lam * next_adv
-        adv[t] = next_adv
-        next_value = v[t]
-    a = torch.tensor(adv, dtype=values.dtype)
-    return a, a + values
+def outcome_advantages(rewards: torch.Tensor, groups: list[list[int]], cfg: AdvantageConfig,
+                       baseline: RunningBaseline) -> torch.Tensor:
+    """One advantage per trajectory; zero for gae, whose per-token advantages come from the critic."""
+    if cfg.estimator == "grpo":
+        return grpo(rewards, groups, cfg.std_normalize, cfg.eps)
+    if cfg.estimator == "dr_grpo":
+        return dr_grpo(rewards, groups)
+    if cfg.estimator == "rloo":
+        return rloo(rewards, groups)
+    if cfg.estimator == "reinforce":
+        return baseline(rewards)
+    return torch.zeros_like(rewards)

@@ -41,6 +41,7 @@ class MicroBatch:
     seq_index: torch.Tensor  # [N] which of `sample_ids` each loss token belongs to
     sample_ids: list[int]
     values: dict[str, torch.Tensor]  # per loss token [N]
+    filler: bool = False  # a zero-weight stand-in that keeps the ranks' collectives in step
 
     @property
     def num_tokens(self) -> int:

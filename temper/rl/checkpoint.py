@@ -2,7 +2,7 @@
 
 <root>/step_000012/
     model/        Hugging Face folder of the policy (LoRA merged): what the engine or `serve` loads
-    trainer.pt    optimizer, scheduler, RNG states, step, policy version, data cursor, baseline,
+    trainer.pt    optimizer, LR scheduler, RNG states, step, policy version, data cursor, baseline,
                   value head, LoRA adapters (unmerged: resuming needs them apart from the base)
     meta.json     step, version, metrics (written last)
 <root>/latest     the name of the newest complete checkpoint
@@ -79,13 +79,13 @@ def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], toke
         save_model(_StateView(trainer.model.config, policy), tokenizer, tmp / "model")
         state = {
             "optimizer": optim,
-            "scheduler": trainer.scheduler.state_dict(),
+            "scheduler": trainer.lr_scheduler.state_dict(),
             "rng": _rng_state(),
             "step": trainer.step_count,
             "policy_version": trainer.policy_version,
             "data_cursor": trainer.data_cursor,
             "baseline": trainer.baseline.state_dict(),
-            "value_head": trainer.value_head.state_dict() if trainer.value_head is not None else None,
+            "value_head": trainer.critic.state_dict() if trainer.critic is not None else None,
             "lora": {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
             if has_lora(trainer.model) else None,
         }
@@ -177,9 +177,9 @@ def load_trainer_checkpoint(trainer, path: Path) -> Path:
                                  options=StateDictOptions(full_state_dict=True))
     else:
         trainer.optimizer.load_state_dict(state["optimizer"])
-    trainer.scheduler.load_state_dict(state["scheduler"])
-    if trainer.value_head is not None and state["value_head"] is not None:
-        trainer.value_head.load_state_dict(state["value_head"])
+    trainer.lr_scheduler.load_state_dict(state["scheduler"])
+    if trainer.critic is not None and state["value_head"] is not None:
+        trainer.critic.load_state_dict(state["value_head"])
     trainer.baseline.load_state_dict(state["baseline"])
     trainer.step_count = state["step"]
     trainer.policy_version = state["policy_version"]

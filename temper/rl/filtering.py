@@ -1,6 +1,6 @@
 """Which trajectories train, and with which reward: failures, overlong responses, dynamic sampling."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from temper.rl.advantages import group_indices
 from temper.rl.config import FilterConfig
@@ -22,12 +22,20 @@ def overlong_penalty(length: int, max_len: int, buffer: int, penalty: float = 1.
 
 
 @dataclass
+class FilterStats:
+    dropped_failed: int  # infrastructure failures: no reward, no loss, in no baseline
+    dropped_groups: int  # dynamic sampling: groups whose rewards are all equal
+    masked_overlong: int
+    kept_trajectories: int
+
+
+@dataclass
 class Filtered:
     trajectories: list[Trajectory]
     rewards: list[float]  # after shaping
     groups: list[list[int]]  # indices into `trajectories`
     train: list[bool]  # False: kept for its group's baseline but carries no loss (masked overlong)
-    stats: dict[str, float] = field(default_factory=dict)
+    stats: FilterStats
 
 
 def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig, group_based: bool = True) -> Filtered:
@@ -54,10 +62,5 @@ def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig, group
             continue
         groups.append(list(range(len(kept), len(kept) + len(idx))))
         kept.extend(idx)
-    stats = {
-        "dropped_failed": float(len(trajectories) - len(ok)),
-        "dropped_groups": float(dropped_groups),
-        "masked_overlong": float(sum(not train[i] for i in kept)),
-        "kept_trajectories": float(len(kept)),
-    }
+    stats = FilterStats(len(trajectories) - len(ok), dropped_groups, sum(not train[i] for i in kept), len(kept))
     return Filtered([ok[i] for i in kept], [rewards[i] for i in kept], groups, [train[i] for i in kept], stats)

@@ -1,13 +1,16 @@
 """Per-token losses and their aggregation.
 
-Everything here works on flat tensors of the loss tokens of a micro-batch (one entry per
-model-generated token). Aggregation is a per-token weight fixed for the whole optimizer step
-(see `token_weights`), so that a loss summed over micro-batches equals the loss of one big batch.
+The losses work on flat tensors of the loss tokens of a micro-batch (one entry per model-generated
+token). Aggregation is a per-token weight fixed for the whole optimizer step (`set_loss_weights`, for
+RL and SFT alike), so that a loss summed over micro-batches equals the loss of one big batch.
 """
 
 from typing import Literal
 
 import torch
+
+from temper.rl import distributed as dist
+from temper.rl.batching import MicroBatch
 
 Aggregation = Literal["token_mean", "seq_mean", "seq_sum_norm"]
 
@@ -31,7 +34,6 @@ def clipped_policy_loss(
     clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
     loss = torch.maximum(unclipped, clipped)
     stats = {
-        "ratio": ratio.detach(),
         "clipped_high": ((ratio > 1 + clip_high) & (adv > 0)).detach(),
         "clipped_low": ((ratio < 1 - clip_low) & (adv < 0)).detach(),
     }
@@ -56,16 +58,6 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: Literal["k
     return torch.exp(d) - d - 1
 
 
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float | None
-               ) -> torch.Tensor:
-    """0.5 * max((V - R)^2, (clip(V, V_old +- c) - R)^2) per token (PPO value clipping)."""
-    loss = (values - returns) ** 2
-    if clip is not None:
-        clipped = old_values + (values - old_values).clamp(-clip, clip)
-        loss = torch.maximum(loss, (clipped - returns) ** 2)
-    return 0.5 * loss
-
-
 def token_weights(lengths: list[int], mode: Aggregation, norm_length: int | None = None) -> list[float]:
     """The weight of each token of each sequence, so that sum(weight * loss) aggregates as `mode`.
 
@@ -88,9 +80,14 @@ def token_weights(lengths: list[int], mode: Aggregation, norm_length: int | None
     raise ValueError(f"unknown aggregation {mode!r}")
 
 
-def aggregate(per_token: torch.Tensor, lengths: list[int], mode: Aggregation, norm_length: int | None = None
-              ) -> torch.Tensor:
-    """Aggregate a flat per-token loss of sequences laid out one after another with `lengths`."""
-    w = torch.tensor(token_weights(lengths, mode, norm_length), dtype=per_token.dtype, device=per_token.device)
-    w = w.repeat_interleave(torch.tensor(lengths, device=per_token.device))
-    return (per_token * w).sum()
+def set_loss_weights(mbs: list[MicroBatch], num_samples: int, mode: Aggregation, norm_length: int | None = None
+                     ) -> None:
+    """values["weight"] of every loss token of the step's micro-batches (of every rank), so that summing
+    weight * loss over them aggregates as `mode`; a token with values["keep"] = 0 counts nowhere."""
+    lengths = torch.zeros(num_samples)
+    for mb in mbs:
+        if not mb.filler:
+            lengths.index_add_(0, torch.tensor(mb.sample_ids)[mb.seq_index], mb.values["keep"])
+    weights = torch.tensor(token_weights([int(n) for n in dist.all_reduce_sum(lengths).tolist()], mode, norm_length))
+    for mb in mbs:
+        mb.values["weight"] = weights[torch.tensor(mb.sample_ids)[mb.seq_index]] * mb.values["keep"]

@@ -8,15 +8,19 @@ mask covers exactly the assistant turns (or every token with `data.train_on: all
 import json
 import logging
 import random
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from temper.errors import TemperError
-from temper.rl.batching import Sample
+from temper.rl.batching import MicroBatch, Sample
 from temper.rl.checkpoint import list_checkpoints
 from temper.rl.config import RLConfig, SFTConfig
+from temper.rl.logprobs import micro_batch_logprobs
+from temper.rl.losses import set_loss_weights
+from temper.rl.stats import Sums, UpdateStats
 from temper.rl.trainer import Trainer
 
 log = logging.getLogger("temper.sft")
@@ -75,6 +79,23 @@ def transcript_sample(tokenizer, messages: list[dict[str, Any]], max_tokens: int
     return Sample(torch.tensor(ids, dtype=torch.long), torch.tensor(mask))
 
 
+def sft_step(trainer: Trainer, samples: list[Sample]) -> UpdateStats:
+    """One optimizer step of token-mean negative log-likelihood on the samples' masked tokens."""
+    start = time.perf_counter()
+    mbs = trainer.micro_batches(samples)
+    set_loss_weights(mbs, len(samples), "token_mean")
+
+    def nll(mb: MicroBatch, sums: Sums) -> torch.Tensor:
+        logp, entropy = micro_batch_logprobs(trainer.model, mb, trainer.cfg.trainer.logits_chunk)
+        sums.loss_tokens += float(mb.values["keep"].sum())
+        sums.entropy += float((entropy.detach() * mb.values["keep"]).sum())
+        return -(logp * mb.values["weight"]).sum()
+
+    sums = Sums()
+    trainer.update(mbs, nll, sums)
+    return trainer.finish(sums, start)
+
+
 def run_sft(cfg: SFTConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Train, checkpoint into `out` (resuming from it when it holds a checkpoint), return a summary."""
     from temper.models import load_model
@@ -100,11 +121,12 @@ def run_sft(cfg: SFTConfig, out: str | Path | None = None) -> dict[str, Any]:
         batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
         start = cursor["batch"] if epoch == cursor["epoch"] else 0
         for b in range(start, len(batches)):
-            metrics = trainer.sft_step([samples[i] for i in batches[b]])
+            stats = sft_step(trainer, [samples[i] for i in batches[b]])
+            metrics = stats.as_metrics()
             trainer.data_cursor = {"epoch": epoch, "batch": b + 1}
-            history.append(metrics["loss"])
-            log.info("sft step %d  loss %.4f  grad_norm %.3f  %.0f tok/s", trainer.step_count, metrics["loss"],
-                     metrics["grad_norm"], metrics["tokens_per_s"])
+            history.append(stats.loss)
+            log.info("sft step %d  loss %.4f  grad_norm %.3f  %.0f tok/s", trainer.step_count, stats.loss,
+                     stats.grad_norm, stats.tokens_per_s)
             if cfg.save_every and trainer.step_count % cfg.save_every == 0:
                 trainer.save_checkpoint(out, metrics, loaded.tokenizer)
         cursor = {"epoch": epoch + 1, "batch": 0}

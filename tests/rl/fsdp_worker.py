@@ -23,7 +23,7 @@ def main(out: Path) -> None:
     cfg.trainer.micro_batch_tokens = 40  # several micro-batches, split over the ranks
     cfg.loss.aggregation = "seq_mean"
     trainer = Trainer(make_model(), cfg)
-    metrics = [trainer.step(make_trajectories(seed=s, groups=4, obs=True)) for s in range(3)]
+    metrics = [trainer.step(make_trajectories(seed=s, groups=4, obs=True)).as_metrics() for s in range(3)]
     sharded = all(hasattr(p, "full_tensor") for p in trainer.model.parameters())  # FSDP2 DTensor shards
     state = trainer.policy_state_dict()
     ckpt = trainer.save_checkpoint(out / "ckpt", metrics[-1])

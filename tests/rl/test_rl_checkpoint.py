@@ -30,7 +30,7 @@ def _data(step: int):
 def _run(trainer: Trainer, steps: range) -> list[float]:
     losses = []
     for i in steps:
-        losses.append(trainer.step(_data(i))["loss"])
+        losses.append(trainer.step(_data(i)).update.loss)
         trainer.data_cursor = i + 1
     return losses
 

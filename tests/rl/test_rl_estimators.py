@@ -5,11 +5,12 @@ import math
 import pytest
 import torch
 
-from temper.rl.advantages import RunningBaseline, dr_grpo, gae, group_indices, grpo, rloo
+from temper.rl.advantages import RunningBaseline, dr_grpo, group_indices, grpo, rloo
 from temper.rl.config import FilterConfig
+from temper.rl.critic import gae, value_loss
 from temper.rl.filtering import filter_trajectories, overlong_penalty
-from temper.rl.losses import aggregate, clipped_policy_loss, kl_penalty, token_weights, value_loss
-from temper.rl.off_policy import importance_weights, mismatch_kl
+from temper.rl.losses import clipped_policy_loss, kl_penalty, token_weights
+from temper.rl.off_policy import importance_weights, mismatch_kl_sums
 from temper.trajectory import Trajectory
 
 approx = pytest.approx
@@ -86,10 +87,16 @@ def test_value_loss_clipping():
 def test_aggregations():
     per_token = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
     lengths = [3, 2]
-    assert float(aggregate(per_token, lengths, "token_mean")) == approx(3.0)
-    assert float(aggregate(per_token, lengths, "seq_mean")) == approx((2.0 + 4.5) / 2)
-    assert float(aggregate(per_token, lengths, "seq_sum_norm", norm_length=4)) == approx(15 / 8)
-    assert float(aggregate(per_token, lengths, "seq_sum_norm")) == approx(15 / 6)
+
+    def aggregate(mode, norm_length=None) -> float:
+        w = torch.tensor(token_weights(lengths, mode, norm_length)).repeat_interleave(torch.tensor(lengths))
+        return float((per_token * w).sum())
+
+    assert token_weights(lengths, "seq_mean") == approx([1 / 6, 1 / 4])
+    assert aggregate("token_mean") == approx(3.0)
+    assert aggregate("seq_mean") == approx((2.0 + 4.5) / 2)
+    assert aggregate("seq_sum_norm", norm_length=4) == approx(15 / 8)
+    assert aggregate("seq_sum_norm") == approx(15 / 6)
     assert token_weights([0, 0], "token_mean") == [0.0, 0.0]
 
 
@@ -109,10 +116,10 @@ def test_mismatch_kl():
     old = torch.zeros(3)
     behaviour = torch.log(torch.tensor([0.5, 2.0, 0.1]))
     k3 = [r - 1 - math.log(r) for r in (2.0, 0.5, 10.0)]
-    m = mismatch_kl(old, behaviour)
-    assert m["mismatch_kl"] == approx(sum(k3) / 3)
-    assert m["mismatch_kl_k1"] == approx(float(behaviour.mean()))
-    assert mismatch_kl(old, old)["mismatch_kl"] == 0.0
+    k3_sum, k1_sum = mismatch_kl_sums(old, behaviour)
+    assert k3_sum / 3 == approx(sum(k3) / 3)
+    assert k1_sum / 3 == approx(float(behaviour.mean()))
+    assert mismatch_kl_sums(old, old) == (0.0, 0.0)
 
 
 def _t(reward, group, n_model=2, **kw):
@@ -124,10 +131,10 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_failures():
     trajs = [_t(1, "a"), _t(1, "a"), _t(0, "b"), _t(0, "b"), _t(1, "c"), _t(0, "c"),
              _t(0, "c", failure="sandbox_crash")]
     f = filter_trajectories(trajs, FilterConfig())
-    assert f.stats["dropped_groups"] == 2 and f.stats["dropped_failed"] == 1
+    assert f.stats.dropped_groups == 2 and f.stats.dropped_failed == 1
     assert [t.group_id for t in f.trajectories] == ["c", "c"] and f.groups == [[0, 1]]
     kept_all = filter_trajectories(trajs, FilterConfig(drop_zero_variance=False))
-    assert kept_all.stats["dropped_groups"] == 0 and len(kept_all.trajectories) == 6
+    assert kept_all.stats.dropped_groups == 0 and len(kept_all.trajectories) == 6
 
 
 def test_overlong_penalty_and_mask():
@@ -137,7 +144,7 @@ def test_overlong_penalty_and_mask():
     assert f.rewards == approx([0.5, 1.0])  # the shaped rewards differ, so the group is kept
     trajs = [_t(1, "a", truncated=True), _t(0, "a")]
     f = filter_trajectories(trajs, FilterConfig(overlong="mask"))
-    assert f.train == [False, True] and f.stats["masked_overlong"] == 1
+    assert f.train == [False, True] and f.stats.masked_overlong == 1
 
 
 def test_warmup_then_cosine_schedule():

@@ -61,7 +61,7 @@ def test_grpo_learns_digit_sums_with_engine_rollouts():
                 token_ids=o.prompt_token_ids + o.token_ids, loss_mask=[0] * 4 + [1] * len(o.token_ids),
                 logprobs=[0.0] * 4 + o.logprobs, versions=[-1] * 4 + o.versions,
                 reward=float(o.token_ids[0] == ANSWER + a + b), group_id=f"{len(history)}-{i // N}"))
-        metrics = trainer.step(trajectories)
+        metrics = trainer.step(trajectories).as_metrics()
         engine.load_weights(trainer.policy_state_dict(), trainer.policy_version)
         history.append(metrics)
         assert metrics.get("mismatch_kl", 0.0) < 1e-3  # engine and trainer compute the same logprobs

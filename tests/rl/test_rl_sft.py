@@ -13,7 +13,7 @@ from conftest import make_model
 from temper.errors import TemperError
 from temper.rl import RLConfig, Trainer
 from temper.rl.batching import Sample
-from temper.rl.sft import read_chat_jsonl, transcript_sample
+from temper.rl.sft import read_chat_jsonl, sft_step, transcript_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_sft_step_lowers_the_loss_on_demonstrations():
     for _ in range(4):
         tokens = torch.randint(0, 64, (12,), generator=g)
         samples.append(Sample(tokens, torch.tensor([0] * 4 + [1] * 8)))
-    losses = [tr.sft_step(samples)["loss"] for _ in range(15)]
+    losses = [sft_step(tr, samples).loss for _ in range(15)]
     assert losses[-1] < 0.5 * losses[0]
 
 

@@ -1,14 +1,17 @@
 """The trainer step: accumulation equivalence, masks, clipping, KL, off-policy metrics, estimators, LoRA."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
 from conftest import make_model, make_trajectories
 
 from temper.rl import RLConfig, Trainer
+from temper.rl.batching import make_micro_batches, trajectory_sample
 from temper.rl.logprobs import micro_batch_logprobs
 from temper.rl.lora import merged_state_dict
+from temper.rl.optim import lr_factor
 
 
 def _cfg(**sections) -> RLConfig:
@@ -30,6 +33,29 @@ def _assert_same(a, b, atol=1e-6):
         torch.testing.assert_close(a[n], b[n], rtol=1e-5, atol=atol, msg=n)
 
 
+def _by_hand(model, trajs) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Per trajectory, one at a time: the model's logprobs and entropies of its loss tokens, and their behaviour
+    logprobs (what the trainer's no-grad pass and its first update see, before any weight changes)."""
+    out = []
+    for t in trajs:
+        s = trajectory_sample(t, 0.0)
+        (mb,) = make_micro_batches([s], 4096, True)
+        with torch.no_grad():
+            lp, ent = micro_batch_logprobs(model, mb)
+        out.append((lp, ent, s.values["behaviour"][s.mask]))
+    return out
+
+
+def _token_mean(values) -> float:
+    return float(torch.cat(values).mean())
+
+
+def _first_update_loss(hand, advantages) -> float:
+    """Token-mean loss at ratio 1: -A_t min(pi_old / mu, 2) per token (token-level truncated IS, cap 2)."""
+    return _token_mean([-a * torch.exp(lp - mu).clamp(max=2.0) for (lp, _, mu), a in zip(hand, advantages,
+                                                                                        strict=True)])
+
+
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean", "seq_sum_norm"])
 def test_gradient_accumulation_equals_one_big_batch(aggregation):
     trajs = make_trajectories(obs=True)
@@ -38,31 +64,54 @@ def test_gradient_accumulation_equals_one_big_batch(aggregation):
         model = make_model()
         tr = Trainer(model, _cfg(trainer__micro_batch_tokens=budget, trainer__packing=packing,
                                  loss__aggregation=aggregation))
-        m = tr.step(trajs)
+        m = tr.step(trajs).update
         results.append((m, _params(model)))
     (m_big, p_big), *others = results
     for m, p in others:
-        assert m["loss"] == pytest.approx(m_big["loss"], rel=1e-5, abs=1e-7)
-        assert m["grad_norm"] == pytest.approx(m_big["grad_norm"], rel=1e-4)
+        assert m.loss == pytest.approx(m_big.loss, rel=1e-5, abs=1e-7)
+        assert m.grad_norm == pytest.approx(m_big.grad_norm, rel=1e-4)
         _assert_same(p, p_big)
     assert p_big["model.embed_tokens.weight"].ne(make_model().model.embed_tokens.weight).any()  # it did update
 
 
 def test_metrics_and_policy_version():
-    tr = Trainer(make_model(), _cfg())
-    m = tr.step(make_trajectories())
-    for key in ("loss", "clip_frac_low", "clip_frac_high", "kl", "entropy", "grad_norm", "adv_mean", "adv_std",
-                "tokens_per_s", "mismatch_kl", "dropped_groups", "lr"):
-        assert key in m, key
-    assert m["policy_version"] == 1 and tr.policy_version == 1 and tr.step_count == 1
-    assert m["entropy"] > 1.0 and m["grad_norm"] > 0 and m["tokens_per_s"] > 0
+    trajs = make_trajectories()
+    model = make_model()
+    hand = _by_hand(model, trajs)
+    tr = Trainer(model, _cfg())
+    m = tr.step(trajs)
+    # every group holds rewards 1, 0, 1, 0 (or 0, 1, 0, 1): GRPO gives +-a, a = 0.5 / (std + eps)
+    a = 0.5 / (math.sqrt(1 / 3) + 1e-6)
+    advantages = [a if t.reward else -a for t in trajs]
+    u = m.update
+    assert (m.adv_mean, m.adv_min, m.adv_max) == (pytest.approx(0.0, abs=1e-7), pytest.approx(-a), pytest.approx(a))
+    assert m.adv_std == pytest.approx(a * math.sqrt(12 / 11))  # unbiased std of 6 x a and 6 x -a
+    assert m.reward_mean == 0.5 and m.staleness_mean == 0 and m.staleness_max == 0
+    assert (m.filter.dropped_failed, m.filter.dropped_groups, m.filter.kept_trajectories) == (0, 0, 12)
+    assert m.policy_version == 1 and tr.policy_version == 1 and tr.step_count == 1
+    d = [lp - mu for lp, _, mu in hand]  # log(pi_old / mu)
+    assert u.mismatch_kl == pytest.approx(_token_mean([torch.exp(x) - x - 1 for x in d]), rel=1e-5)
+    assert u.mismatch_kl_k1 == pytest.approx(_token_mean([-x for x in d]), rel=1e-5)
+    assert u.is_masked_frac == 0.0 and u.kl == 0.0 and u.value_loss is None
+    assert u.clip_frac_low == u.clip_frac_high == u.clip_frac_dual == 0.0  # ratio 1 on the first update
+    assert u.entropy == pytest.approx(_token_mean([ent for _, ent, _ in hand]), rel=1e-5)
+    assert u.entropy > 1.0 and u.grad_norm > 0 and u.tokens_per_s > 0
+    assert u.loss == pytest.approx(_first_update_loss(hand, advantages), rel=1e-4, abs=1e-6)
+    assert u.tokens == sum(len(t.token_ids) for t in trajs)
+    assert u.lr == pytest.approx(1e-2 * lr_factor(1, tr.cfg.optim))
+    assert set(m.as_metrics()) == {
+        "loss", "grad_norm", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "kl", "entropy", "adv_mean",
+        "adv_std", "adv_min", "adv_max", "reward_mean", "tokens", "tokens_per_s", "mismatch_kl", "mismatch_kl_k1",
+        "is_masked_frac", "dropped_groups", "dropped_failed", "masked_overlong", "kept_trajectories",
+        "staleness_mean", "staleness_max", "lr", "policy_version"}  # the trainer/<key> columns of metrics.jsonl
+    assert m.as_metrics()["loss"] == u.loss and m.as_metrics()["policy_version"] == 1.0
 
 
 def test_only_model_tokens_and_healthy_episodes_carry_loss():
     trajs = make_trajectories(obs=True)
     n_model = sum(t.num_model_tokens for t in trajs)
     m = Trainer(make_model(), _cfg()).step(trajs)
-    assert m["tokens"] == sum(len(t.token_ids) for t in trajs)
+    assert m.update.tokens == sum(len(t.token_ids) for t in trajs)
     # changing observation tokens' recorded logprobs, or adding a crashed episode, changes nothing
     changed = [dataclasses.replace(t, logprobs=[lp if mk else -9.0
                                                 for lp, mk in zip(t.logprobs, t.loss_mask, strict=True)])
@@ -71,7 +120,7 @@ def test_only_model_tokens_and_healthy_episodes_carry_loss():
     a, b = make_model(), make_model()
     ma = Trainer(a, _cfg()).step(trajs)
     mb = Trainer(b, _cfg()).step([*changed, crashed])
-    assert mb["dropped_failed"] == 1 and ma["loss"] == pytest.approx(mb["loss"], abs=1e-7)
+    assert mb.filter.dropped_failed == 1 and ma.update.loss == pytest.approx(mb.update.loss, abs=1e-7)
     _assert_same(_params(a), _params(b))
     assert n_model > 0
 
@@ -83,13 +132,16 @@ def test_dynamic_sampling_reported_and_all_dropped_skips_the_update():
             t.reward = 1.0
     model = make_model()
     m = Trainer(model, _cfg()).step(trajs)
-    assert m["dropped_groups"] == 1 and m["kept_trajectories"] == 8
+    assert m.filter.dropped_groups == 1 and m.filter.kept_trajectories == 8
     for t in trajs:
         t.reward = 0.0
     before = _params(model)
     tr = Trainer(model, _cfg())
     m = tr.step(trajs)
-    assert m["skipped"] == 1 and m["dropped_groups"] == 3 and tr.policy_version == 0
+    assert m.skipped and m.filter.dropped_groups == 3 and tr.policy_version == 0
+    assert m.as_metrics() == {"reward_mean": 0.0, "dropped_failed": 0.0, "dropped_groups": 3.0, "masked_overlong": 0.0,
+                              "kept_trajectories": 0.0, "staleness_mean": 0.0, "staleness_max": 0.0, "skipped": 1.0,
+                              "policy_version": 0.0}
     _assert_same(before, _params(model), atol=0)
 
 
@@ -98,8 +150,6 @@ def test_stale_behaviour_logprobs_are_clipped_and_reported():
     model = make_model()
     trajs = make_trajectories(groups=4)
     # make mu = pi +- 1 nat: ratio e^{-1} or e^{+1}
-    from temper.rl.batching import make_micro_batches, trajectory_sample
-
     for t in trajs:
         (mb,) = make_micro_batches([trajectory_sample(t, 0.0)], 4096, True)
         with torch.no_grad():
@@ -110,29 +160,41 @@ def test_stale_behaviour_logprobs_are_clipped_and_reported():
     cfg = _cfg(off_policy__recompute_logprobs=False)
     m = Trainer(model, cfg).step(trajs)
     # reward 1 (A>0) has ratio e^-1: inside on the high side; reward 0 (A<0) has ratio e: dual clip at 3? no, e<3
-    assert m["clip_frac_low"] == 0.0 and m["clip_frac_high"] == 0.0
+    assert m.update.clip_frac_low == 0.0 and m.update.clip_frac_high == 0.0
     for t in trajs:
         shift = -1.0 if t.reward > 0 else 1.0  # A>0 with ratio e (> 1.28), A<0 with ratio e^-1 (< 0.8)
         t.logprobs = [lp + 2 * shift if m_ else lp for lp, m_ in zip(t.logprobs, t.loss_mask, strict=True)]
     m = Trainer(make_model(), cfg).step(trajs)
-    assert m["clip_frac_high"] > 0.3 and m["clip_frac_low"] > 0.3
+    assert m.update.clip_frac_high > 0.3 and m.update.clip_frac_low > 0.3
+    # every token is clipped: those of reward 1 on the high side, those of reward 0 on the low side
+    positive = sum(t.num_model_tokens for t in trajs if t.reward > 0) / sum(t.num_model_tokens for t in trajs)
+    assert m.update.clip_frac_high == pytest.approx(positive) and m.update.clip_frac_low == pytest.approx(1 - positive)
 
 
 def test_mismatch_kl_and_masking_with_recompute():
     model = make_model()
     trajs = make_trajectories()
     cfg = _cfg(off_policy__mask_high=1.5, off_policy__tis="token")
-    m = Trainer(model, cfg).step(trajs)
+    d = [lp - mu for lp, _, mu in _by_hand(model, trajs)]  # log(pi_old / mu)
+    m = Trainer(model, cfg).step(trajs).update
     # behaviour logprobs are random in [-5, -3] while the model's are ~ -log 64: a large, reported mismatch
-    assert m["mismatch_kl"] > 0.05
-    assert 0.0 < m["is_masked_frac"] < 1.0
+    assert m.mismatch_kl > 0.05
+    assert 0.0 < m.is_masked_frac < 1.0
+    assert m.mismatch_kl == pytest.approx(_token_mean([torch.exp(x) - x - 1 for x in d]), rel=1e-5)
+    assert m.is_masked_frac == pytest.approx(_token_mean([(torch.exp(x) > 1.5).float() for x in d]))
 
 
 def test_kl_to_reference_and_entropy_bonus():
     model, ref = make_model(), make_model()
     cfg = _cfg(loss__kl_coef=0.1, trainer__mini_batches=2, loss__entropy_coef=0.01)
     m = Trainer(model, cfg, ref_model=ref).step(make_trajectories(groups=4))
-    assert m["kl"] > 0  # the second mini-batch sees a policy one update away from the reference
+    assert m.update.kl > 0  # the second mini-batch sees a policy one update away from the reference
+    # one update against another model: the k3 KL the loss sees is that of the weights before the update
+    trajs, model, ref = make_trajectories(), make_model(), make_model(seed=1)
+    kl = [torch.exp(r - lp) - (r - lp) - 1 for (lp, _, _), (r, _, _) in
+          zip(_by_hand(model, trajs), _by_hand(ref, trajs), strict=True)]
+    m = Trainer(model, _cfg(loss__kl_coef=0.1), ref_model=ref).step(trajs)
+    assert m.update.kl == pytest.approx(_token_mean(kl), rel=1e-5)
     with pytest.raises(ValueError, match="reference model"):
         Trainer(make_model(), _cfg(loss__kl_coef=0.1))
 
@@ -141,12 +203,24 @@ def test_kl_to_reference_and_entropy_bonus():
 def test_every_estimator_trains(estimator):
     model = make_model()
     before = _params(model)
+    trajs = make_trajectories(obs=True)
+    hand = _by_hand(model, trajs)
     tr = Trainer(model, _cfg(advantages__estimator=estimator))
-    m = tr.step(make_trajectories(obs=True))
-    assert m["grad_norm"] > 0 and torch.isfinite(torch.tensor(m["loss"]))
+    m = tr.step(trajs).update
+    assert m.grad_norm > 0 and math.isfinite(m.loss)
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
-    if estimator == "gae":
-        assert "value_loss" in m and tr.value_head is not None
+    # every group holds rewards 1, 0, 1, 0 (or 0, 1, 0, 1); REINFORCE's first baseline is the batch mean 0.5
+    outcome = {"dr_grpo": 0.5, "rloo": 1 - 1 / 3, "reinforce": 0.5}
+    if estimator != "gae":
+        a = outcome[estimator]
+        assert m.loss == pytest.approx(_first_update_loss(hand, [a if t.reward else -a for t in trajs]), abs=1e-6)
+        assert m.value_loss is None and tr.critic is None
+        return
+    # the value head starts at 0: A_t = R_t = r lam^(n - 1 - t) (gamma 1, lam 0.95), value loss 0.5 R_t^2
+    returns = [t.reward * 0.95 ** torch.arange(t.num_model_tokens - 1, -1, -1.0) for t in trajs]
+    assert tr.critic is not None
+    assert m.value_loss == pytest.approx(_token_mean([0.5 * r**2 for r in returns]), rel=1e-5)
+    assert m.loss == pytest.approx(_first_update_loss(hand, returns) + 0.5 * m.value_loss, abs=1e-6)
 
 
 def test_lora_trains_adapters_only_and_merges():
@@ -176,20 +250,22 @@ def test_bf16_autocast_option_runs_close_to_fp32():
     trajs = make_trajectories()
     m32 = Trainer(make_model(), _cfg()).step(trajs)
     m16 = Trainer(make_model(), _cfg(trainer__dtype="bfloat16")).step(trajs)
-    assert m16["loss"] == pytest.approx(m32["loss"], abs=0.05)
+    assert m16.update.loss == pytest.approx(m32.update.loss, abs=0.05)
     model = make_model()
     Trainer(model, _cfg(trainer__dtype="bfloat16")).step(trajs)
     assert all(p.dtype == torch.float32 for p in model.parameters())  # fp32 master weights
 
 
 def test_gae_without_recompute_and_gradient_checkpointing():
-    m = Trainer(make_model(), _cfg(advantages__estimator="gae", off_policy__recompute_logprobs=False)).step(
-        make_trajectories(obs=True))
-    assert m["value_loss"] > 0
+    trajs = make_trajectories(obs=True)
+    m = Trainer(make_model(), _cfg(advantages__estimator="gae", off_policy__recompute_logprobs=False)).step(trajs)
+    assert m.update.value_loss > 0
+    returns = [t.reward * 0.95 ** torch.arange(t.num_model_tokens - 1, -1, -1.0) for t in trajs]
+    assert m.update.value_loss == pytest.approx(_token_mean([0.5 * r**2 for r in returns]), rel=1e-5)
     a, b = make_model(), make_model()
     ma = Trainer(a, _cfg()).step(make_trajectories())
     mb = Trainer(b, _cfg(trainer__gradient_checkpointing=True)).step(make_trajectories())
-    assert ma["loss"] == pytest.approx(mb["loss"], abs=1e-6)
+    assert ma.update.loss == pytest.approx(mb.update.loss, abs=1e-6)
     _assert_same(_params(a), _params(b))
 
 
@@ -200,10 +276,10 @@ def test_reinforce_learns_from_ungrouped_trajectories_and_staleness_is_reported(
     tr = Trainer(make_model(), _cfg(advantages__estimator="reinforce"))
     tr.policy_version = 2  # the trajectories were sampled by version 0
     m = tr.step(trajs)
-    assert m["dropped_groups"] == 0 and "skipped" not in m and m["grad_norm"] > 0
-    assert m["staleness_max"] == 2 and m["staleness_mean"] == 2
+    assert m.filter.dropped_groups == 0 and not m.skipped and m.update.grad_norm > 0
+    assert m.staleness_max == 2 and m.staleness_mean == 2
     m = Trainer(make_model(), _cfg()).step(trajs)  # GRPO: a group of one has nothing to compare with
-    assert m["skipped"] == 1 and m["dropped_groups"] == len(trajs)
+    assert m.skipped and m.filter.dropped_groups == len(trajs)
 
 
 def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
@@ -224,6 +300,6 @@ def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
     for temperature in (0.7, 1.0):
         cfg = _cfg(optim__lr=0.0)
         cfg.temperature = temperature
-        mismatch[temperature] = Trainer(copy.deepcopy(model), cfg).step(trajs)["mismatch_kl_k1"]
+        mismatch[temperature] = Trainer(copy.deepcopy(model), cfg).step(trajs).update.mismatch_kl_k1
     assert abs(mismatch[0.7]) < 1e-5
     assert abs(mismatch[1.0]) > 1e-3  # at T=1 the trainer would correct a mismatch that is not there
