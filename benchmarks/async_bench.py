@@ -44,7 +44,7 @@ def recipe_config(model: str, out: Path, staleness: int, args: argparse.Namespac
         "algorithm": {"optim": {"lr": args.lr, "total_steps": 10_000, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},
         "engine": {"kv_budget_bytes": 64_000_000, "max_num_seqs": 128},
-        "agent": {"max_new_tokens": args.new_tokens, "system_prompt": "say"},
+        "agent": {"max_turn_tokens": args.new_tokens, "system_prompt": "say"},
         "orchestrator": {"group_size": args.group, "batch_groups": args.batch, "max_staleness": staleness,
                          "concurrency": 64, "save_every": args.steps, "max_refills": 0},
         "eval": {"suite": f"toy:n=128,seed=99,digits={args.digits},sandbox={sandbox}", "n": args.eval_n,

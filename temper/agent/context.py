@@ -13,19 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temper.agent.chat_format import ChatFormat
+from temper.agent.config import ContextConfig
 
 SYSTEM_PROMPT = ("You are an agent that solves tasks step by step: plan, act with the tools, read their "
                  "results, and fix your mistakes. When you are done, give the final answer.")
-
-
-@dataclass
-class ContextConfig:
-    max_observation_tokens: int = 1024  # a longer tool output keeps its head and tail
-    reserve_tokens: int = 96  # always left free for the next model turn
-    keep_recent_turns: int = 2  # turns kept verbatim when the window is compacted
-    restate_at: float = 0.6  # restate the task once the window is this full
-    summary_max_tokens: int = 512
-    min_observation_tokens: int = 48  # below this room, compact instead of trimming further
 
 
 @dataclass

@@ -3,22 +3,9 @@
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from temper.agent.context import ContextConfig
 from temper.envs.reward import Reward
 from temper.envs.task import Task
 from temper.trajectory import FailureKind, Trajectory
-
-
-@dataclass
-class AgentConfig:
-    system_prompt: str | None = None  # None: the default agent prompt (temper.agent.context.SYSTEM_PROMPT)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    tool_timeout_s: float = 60.0
-    max_answer_retries: int = 2  # a final answer in the wrong form is retried with the env's hint
-    max_consecutive_errors: int = 3  # failing turns in a row before a fallback hint; twice that ends the episode
-    context: ContextConfig = field(default_factory=ContextConfig)
 
 
 @dataclass

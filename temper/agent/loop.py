@@ -1,7 +1,9 @@
 """The agent loop: plan -> act -> execute -> observe, token ids in and out.
 
-    loop = AgentLoop(client, tokenizer)             # client: any GenerationClient (the engine)
+    loop = AgentLoop(client, tokenizer, config)     # client: any GenerationClient; config: AgentConfig
     result = await loop.run(suite.make_env(task))   # EpisodeResult: trajectories, reward, turns
+
+(`temper.agent.runner.run_episode` does both for one task: what training, eval and env QA call.)
 
 Each model turn is generated from the exact token ids so far; tool results are tokenized once
 and appended (mask 0). Malformed tool calls, unknown tools and bad arguments come back to the
@@ -17,8 +19,9 @@ import uuid
 from typing import Any
 
 from temper.agent.chat_format import ChatFormat
+from temper.agent.config import AgentConfig
 from temper.agent.context import SYSTEM_PROMPT, ContextManager, Summarizer, TurnNote
-from temper.agent.episode import AgentConfig, EpisodeResult, InfraFailure, ToolRecord, TurnRecord
+from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord
 from temper.agent.toolcall import EXAMPLE, ToolCall, parse_tool_calls
 from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.transcript import Transcript
@@ -39,18 +42,19 @@ class AgentLoop:
         self.user_tools = {t.name: t for t in tools or []}
         self.summarizer = summarizer
 
-    async def run(self, env: Environment, group_id: str = "", episode_id: str | None = None) -> EpisodeResult:
+    async def run(self, env: Environment, group_id: str = "", episode_id: str | None = None,
+                  seed: int | None = None) -> EpisodeResult:
         async with env:
-            return await Episode(self, env, group_id, episode_id or uuid.uuid4().hex[:10]).run()
+            return await Episode(self, env, group_id, episode_id or uuid.uuid4().hex[:10], seed).run()
 
 
 class Episode:
-    def __init__(self, loop: AgentLoop, env: Environment, group_id: str, episode_id: str) -> None:
-        self.loop, self.env, self.cfg, self.limits = loop, env, loop.config, env.limits
-        self.group_id, self.episode_id = group_id, episode_id
+    def __init__(self, loop: AgentLoop, env: Environment, group_id: str, episode_id: str, seed: int | None) -> None:
+        self.loop, self.env, self.cfg = loop, env, loop.config.for_task(env.limits)
+        self.group_id, self.episode_id, self.seed = group_id, episode_id, seed
         self.tools = {**{n: BUILTIN[n] for n in env.tools if n in BUILTIN}, **loop.user_tools}
         self.fmt = ChatFormat(loop.tok, list(self.tools.values()))
-        self.ctx = ContextManager(self.fmt, self.limits.max_tokens, self.cfg.context, loop.summarizer)
+        self.ctx = ContextManager(self.fmt, self.cfg.max_context_tokens, self.cfg.context, loop.summarizer)
         self.tool_ctx = ToolContext(env=env)
         self.windows: list[Transcript] = []
         self.tr = Transcript()
@@ -66,14 +70,14 @@ class Episode:
         start, truncated = time.monotonic(), False
         try:
             t = time.monotonic()
-            obs = await asyncio.wait_for(self.env.reset(), self.limits.turn_timeout_s)
+            obs = await asyncio.wait_for(self.env.reset(), self.cfg.turn_timeout_s)
             self.timings["reset_s"] = time.monotonic() - t
             self.system = "\n\n".join(x for x in (self.cfg.system_prompt or SYSTEM_PROMPT, self.env.background) if x)
             self.task_text = obs.content
             self.messages = self.ctx.initial(self.system, self.task_text)
             self.new_window(self.messages)
             try:
-                result = await asyncio.wait_for(self.act(), self.limits.episode_timeout_s)
+                result = await asyncio.wait_for(self.act(), self.cfg.episode_timeout_s)
             except TimeoutError:  # out of time is the agent's business: score what it did
                 truncated, result = True, await self.step(self.last_text)
             truncated = truncated or result.info.get("truncated", False)
@@ -90,7 +94,7 @@ class Episode:
 
     async def act(self) -> StepResult:
         retries = errors = 0
-        while len(self.turns) < self.limits.max_turns:
+        while len(self.turns) < self.cfg.max_turns:
             c, text, turn = await self.generate()
             calls = parse_tool_calls(text, self.tools)
             if calls:
@@ -125,16 +129,16 @@ class Episode:
         return result
 
     async def generate(self) -> tuple[Any, str, TurnRecord]:
-        room = self.limits.max_tokens - len(self.tr)
-        params = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p, seed=self.cfg.seed,
-                                max_tokens=max(1, min(self.limits.max_turn_tokens, room)))
+        room = self.cfg.max_context_tokens - len(self.tr)
+        params = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p, seed=self.seed,
+                                max_tokens=max(1, min(self.cfg.max_turn_tokens, room)))
         t = time.monotonic()
         try:
             c = await asyncio.wait_for(self.loop.client.generate(list(self.tr.token_ids), params),
-                                       self.limits.turn_timeout_s)
+                                       self.cfg.turn_timeout_s)
         except TimeoutError:
             raise InfraFailure(FailureKind.HARNESS_TIMEOUT,
-                               f"generation took over {self.limits.turn_timeout_s:g}s") from None
+                               f"generation took over {self.cfg.turn_timeout_s:g}s") from None
         except Exception as exc:
             raise InfraFailure(FailureKind.ENGINE_ERROR, f"generation failed: {type(exc).__name__}: {exc}") from exc
         if c.finish_reason == "error":
@@ -167,14 +171,13 @@ class Episode:
     async def run_tool(self, call: ToolCall) -> tuple[str, bool]:
         if call.error:
             return call.error, True
+        limit = self.cfg.tool_timeout_s + self.cfg.tool_grace_s
         try:
-            out = await asyncio.wait_for(self.tools[call.name](self.tool_ctx, call.arguments),
-                                         self.cfg.tool_timeout_s + 30)
-            return out, False
+            return await asyncio.wait_for(self.tools[call.name](self.tool_ctx, call.arguments), limit), False
         except ToolError as exc:
             return str(exc), True
         except TimeoutError:
-            return f"{call.name} did not finish within {self.cfg.tool_timeout_s + 30:g}s", True
+            return f"{call.name} did not finish within {limit:g}s", True
         except Exception as exc:
             if is_sandbox_crash(exc):
                 raise InfraFailure(FailureKind.SANDBOX_CRASH, f"sandbox crashed during {call.name}: {exc}") from exc
@@ -193,16 +196,16 @@ class Episode:
         self.tr.add_context(self.fmt.prompt_ids(messages))
         self.tr.prefix_len = self.ctx.prefix_len(messages)
         self.messages, self.restated = messages, False
-        if len(self.tr) + self.cfg.context.reserve_tokens > self.limits.max_tokens:
+        if len(self.tr) + self.cfg.context.reserve_tokens > self.cfg.max_context_tokens:
             raise InfraFailure(FailureKind.WORKER_ERROR, f"the prompt ({len(self.tr)} tokens) does not fit the "
-                               f"token budget ({self.limits.max_tokens}) with room to answer")
+                               f"token budget ({self.cfg.max_context_tokens}) with room to answer")
 
     async def observe(self, msgs: list[dict[str, Any]], model_ids: list[int], turn: TurnRecord) -> None:
         """Append observation messages, trimmed to fit; compact into a new window when they cannot."""
         if not self.restated and self.ctx.should_restate(len(self.tr)):
             msgs[-1] = {**msgs[-1], "content": f"{msgs[-1]['content']}\n\n{self.ctx.reminder(self.task_text)}"}
             self.restated = True
-        limit = self.limits.max_tokens - self.cfg.context.reserve_tokens
+        limit = self.cfg.max_context_tokens - self.cfg.context.reserve_tokens
         per_msg = self.cfg.context.max_observation_tokens
         ids = self.fmt.continuation_ids(msgs, model_ids)
         while len(self.tr) + len(ids) > limit and per_msg > self.cfg.context.min_observation_tokens:

@@ -1,23 +1,35 @@
-"""Many episodes at once: n per task, a bounded number in flight, each with its own environment."""
+"""`run_episode`: one episode of a task, start to end. Training's rollout workers, `temper eval`
+and env QA's policy check all run theirs through it, so an episode means the same everywhere."""
 
-import asyncio
+import hashlib
+from collections.abc import Callable
 from typing import Any
 
+from temper.agent.config import AgentConfig
 from temper.agent.episode import EpisodeResult
 from temper.agent.loop import AgentLoop
-from temper.envs.env import EpisodeLimits
+from temper.envs.env import Environment
 from temper.envs.suite import Suite
 from temper.envs.task import Task
+from temper.generation.protocol import ChatTokenizer, GenerationClient
 
 
-async def run_episodes(loop: AgentLoop, suite: Suite, tasks: list[Task], n: int = 1, pool: Any = None,
-                       concurrency: int = 8, limits: EpisodeLimits | None = None) -> list[EpisodeResult]:
-    """Results in task order, n per task; the n episodes of a task share a group id (for GRPO-style
-    advantages). Failures are in the results (`result.failure`), never raised."""
-    sem = asyncio.Semaphore(concurrency)
+async def run_episode(client: GenerationClient, tokenizer: ChatTokenizer, suite: Suite, task: Task, sandboxes: Any,
+                      config: AgentConfig, seed: int | None = None, *, group_id: str | None = None,
+                      episode_id: str | None = None,
+                      wrap_env: Callable[[Environment], Environment] | None = None) -> EpisodeResult:
+    """The suite's environment for `task` (sandboxes from `sandboxes`: a pool, or None for fresh
+    ones), run by the agent loop under `config` and the task's own limits. Failures are in the
+    result (`result.failure`), never raised. `wrap_env` wraps the environment (fault injection)."""
+    env = suite.make_env(task, sandboxes)
+    if wrap_env is not None:
+        env = wrap_env(env)
+    return await AgentLoop(client, tokenizer, config).run(env, group_id=task.id if group_id is None else group_id,
+                                                          episode_id=episode_id, seed=seed)
 
-    async def one(task: Task, k: int) -> EpisodeResult:
-        async with sem:
-            return await loop.run(suite.make_env(task, pool, limits), group_id=task.id, episode_id=f"{k}")
 
-    return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(n))))
+def sample_seed(base: int, task_id: str, sample: int) -> int:
+    """The sampling seed of sample `sample` of a task: distinct per (task, sample) and stable across
+    runs, so a resumed run draws the same samples."""
+    digest = hashlib.sha256(f"{base}:{task_id}:{sample}".encode()).hexdigest()
+    return int(digest[:8], 16) % (2**31 - 1)

@@ -31,16 +31,17 @@ from temper.envqa.textchecks import duplicates, eval_index, text_checks
 from temper.envqa.verdicts import BAD, assemble
 from temper.envs.sandboxes import make_pool
 from temper.errors import TemperError
+from temper.policy import open_policy
 from temper.sandbox import Limits, SandboxConfig
 
 log = logging.getLogger("temper.envqa")
-_TASK_KEYS = ("oracle_runs", "pass_threshold", "min_margin", "policy", "model", "samples", "temperature",
-              "too_easy_at", "max_turns", "max_tokens", "max_turn_tokens", "seed")
+_TASK_KEYS = ("oracle_runs", "pass_threshold", "min_margin", "policy", "model", "samples", "agent", "too_easy_at",
+              "seed")
 
 
 def fingerprint(cfg: EnvQAConfig) -> str:
     """The settings a task's sandbox checks depend on: a record made with others is redone."""
-    blob = json.dumps({k: getattr(cfg, k) for k in _TASK_KEYS}, sort_keys=True)
+    blob = json.dumps(cfg.model_dump(mode="json", include=set(_TASK_KEYS)), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -88,15 +89,6 @@ async def check_task(e: Entry, pool: Any, cfg: EnvQAConfig, client: Any, tokeniz
     return rec
 
 
-def _load_policy(cfg: EnvQAConfig) -> tuple[Any, Any, Any]:
-    from temper.engine import AsyncEngine, LLMEngine
-    from temper.models import load_model
-
-    loaded = load_model(cfg.model)
-    engine = AsyncEngine(LLMEngine(loaded.model, loaded.tokenizer))
-    return engine, loaded.tokenizer, engine
-
-
 async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
                     console: Console | None = None) -> dict[str, Any]:
     """Check the suite `cfg.suite`; write the report and manifest under `cfg.out`; return the report."""
@@ -111,7 +103,8 @@ async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
     pending = [e for e in entries if e.key not in done]
     owned = None
     if cfg.policy and client is None and any(e.task is not None for e in pending):
-        client, tokenizer, owned = _load_policy(cfg)
+        owned = open_policy(cfg.model)
+        client, tokenizer = owned.client, owned.tokenizer
     pool = _pool(entries, cfg, out) if suite.needs_sandbox and pending else None
     # Each task holds one pool sandbox at a time (k while sampling): never more than the pool may keep alive.
     capacity = pool.config.pool_max // (cfg.samples if cfg.policy else 1) if pool is not None else cfg.concurrency

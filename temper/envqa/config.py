@@ -5,7 +5,11 @@ Every field has a default that runs on a CPU; `--set key=value` reaches any of t
 
 from pydantic import Field
 
+from temper.agent.config import agent_section
 from temper.config import ConfigModel
+
+# Policy episodes are kept short: a pass rate, not a benchmark.
+EnvQAAgent = agent_section(temperature=1.0, max_turns=4, max_context_tokens=2048, max_turn_tokens=256)
 
 
 class EnvQAConfig(ConfigModel):
@@ -20,11 +24,8 @@ class EnvQAConfig(ConfigModel):
     policy: bool = True
     model: str = "smollm2-135m"
     samples: int = Field(8, ge=1)  # k samples per task, one GRPO group
-    temperature: float = Field(1.0, ge=0)
+    agent: EnvQAAgent
     too_easy_at: float = Field(0.9, gt=0, le=1)  # pass rate at or above it: too easy
-    max_turns: int = Field(4, ge=1)  # policy episodes are kept short: a pass rate, not a benchmark
-    max_tokens: int = Field(2048, ge=256)
-    max_turn_tokens: int = Field(256, ge=16)
     seed: int = 0
     # Duplicates: MinHash LSH over normalised instruction + files.
     dup_threshold: float = Field(0.8, gt=0, le=1)

@@ -15,7 +15,7 @@ from typing import Any
 
 from temper.envqa.config import EnvQAConfig
 from temper.envqa.loading import Entry
-from temper.envs.env import Environment, EpisodeLimits
+from temper.envs.env import Environment
 from temper.envs.registry import parse_spec, register_suite
 from temper.envs.suite import Suite
 from temper.envs.task import Task
@@ -76,8 +76,8 @@ class ManifestSuite(Suite):
     def tasks(self) -> list[Task]:
         return self._tasks
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> Environment:
-        return self._owner[task.id].make_env(task, pool, limits)
+    def make_env(self, task: Task, pool: Any = None) -> Environment:
+        return self._owner[task.id].make_env(task, pool)
 
     def pass_rates(self) -> dict[str, tuple[int, int]]:
         """task id -> (passes, samples) measured by envqa (tasks checked without the policy are absent)."""

@@ -1,4 +1,4 @@
-"""The environment interface: async reset/step with limits, a verifier, and oracle/no-op runs.
+"""The environment interface: async reset/step, the task's own limits, a verifier, oracle/no-op runs.
 
 An environment is the world of one episode: the task, a sandbox when the task executes
 anything, and the verifier that scores the outcome. The agent's *tools* (bash, python, files)
@@ -17,14 +17,15 @@ from temper.envs.sandboxes import is_sandbox_crash
 from temper.envs.task import Task
 from temper.trajectory import FailureKind
 
+GRACE_S = 30.0  # margin of an outer timeout over the inner one it guards (a tool call, a verifier)
 
-@dataclass
-class EpisodeLimits:
-    max_turns: int = 16
-    turn_timeout_s: float = 300.0  # one model turn with its tool calls
-    episode_timeout_s: float = 1800.0  # the agent phase; the verifier runs after it
-    max_tokens: int = 8192  # token budget of the whole context, never exceeded
-    max_turn_tokens: int = 1024  # most tokens one model turn may generate
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """Time limits a task sets for itself (a task folder's task.toml); the agent's turn and token
+    budgets are the agent's (temper.agent.AgentConfig), merged with these by `AgentConfig.for_task`."""
+
+    agent_timeout_s: float | None = None  # None: the agent's own episode timeout
     verifier_timeout_s: float = 120.0
 
 
@@ -49,9 +50,9 @@ class Environment(ABC):
     tools: tuple[str, ...] = ()
     background: str = ""
 
-    def __init__(self, task: Task, limits: EpisodeLimits | None = None) -> None:
+    def __init__(self, task: Task, limits: TaskLimits | None = None) -> None:
         self.task = task
-        self.limits = limits or EpisodeLimits()
+        self.limits = limits or TaskLimits()
         self.sandbox: Any = None  # a temper.sandbox.Sandbox while the episode runs, when needed
 
     async def reset(self) -> Observation:

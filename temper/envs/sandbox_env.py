@@ -3,14 +3,14 @@
 from pathlib import Path
 from typing import Any
 
-from temper.envs.env import Environment, EpisodeLimits, Observation
+from temper.envs.env import Environment, Observation, TaskLimits
 from temper.envs.sandboxes import SandboxProvider, as_provider, call
 from temper.envs.task import Task
 from temper.sandbox import ExecResult, Limits
 
 
 class SandboxEnv(Environment):
-    def __init__(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None,
+    def __init__(self, task: Task, pool: Any = None, limits: TaskLimits | None = None,
                  template: Path | None = None, sandbox_limits: Limits | None = None, sandboxed: bool = True) -> None:
         super().__init__(task, limits)
         self.provider: SandboxProvider = as_provider(pool)

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
-from temper.envs.env import Environment, EpisodeLimits
+from temper.envs.env import Environment
 from temper.envs.reward import Reward
 from temper.envs.task import Task
 from temper.errors import TemperError
@@ -25,7 +25,7 @@ class Suite(ABC):
         """All tasks, in a stable order."""
 
     @abstractmethod
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> Environment:
+    def make_env(self, task: Task, pool: Any = None) -> Environment:
         """A fresh environment for one episode of `task` (sandboxes come from `pool`)."""
 
     def __iter__(self) -> Iterator[Task]:

@@ -2,6 +2,7 @@
 
 from pydantic import Field
 
+from temper.agent.config import agent_section
 from temper.config import ConfigModel
 from temper.engine import EngineConfig
 from temper.runtime import RuntimeConfig
@@ -14,13 +15,9 @@ class EvalSampling(ConfigModel):
     seed: int = 0  # sample i of a task uses seed + i, so reruns (and resumed runs) draw the same samples
 
 
-class AgentLimits(ConfigModel):
-    max_turns: int = Field(4, ge=1)
-    max_turn_tokens: int = Field(384, ge=1)  # most tokens one model turn may generate
-    max_tokens: int = Field(8192, ge=64)  # the whole context of an episode
-    turn_timeout_s: float = Field(600.0, gt=0)
-    episode_timeout_s: float = Field(1800.0, gt=0)
-    system_prompt: str | None = None  # None: the agent loop's default
+# The agent under evaluation; its temperature and top_p are `sampling`'s.
+EvalAgent = agent_section(max_turns=4, max_turn_tokens=384, max_context_tokens=8192, turn_timeout_s=600.0,
+                          episode_timeout_s=1800.0)
 
 
 class Prices(ConfigModel):
@@ -70,7 +67,7 @@ class EvalConfig(ConfigModel):
     grid: GridConfig = GridConfig()
     prices: Prices = Prices()
     sampling: EvalSampling = EvalSampling()
-    agent: AgentLimits = AgentLimits()
+    agent: EvalAgent
     engine: EngineConfig = EngineConfig()
     runtime: RuntimeConfig = RuntimeConfig()
 

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from temper.agent.config import agent_section
 from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
 from temper.generation import RemoteGenerationConfig
@@ -68,23 +69,19 @@ class OrchestratorConfig(ConfigModel):
     dynamic_sampling: bool = True  # drop groups whose rewards are all equal and refill
     max_refills: int = Field(8, ge=0)  # per step, past which a zero-variance group is trained anyway
     save_every: int = Field(1, ge=1)  # checkpoint (and consumption commit) every N steps
-    episode_timeout_s: float = Field(600.0, gt=0)  # the harness gives up on one episode after this
     retry: RetryConfig = Field(default_factory=RetryConfig)
     faults: FaultConfig = Field(default_factory=FaultConfig)
     replay: ReplayConfig = Field(default_factory=ReplayConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
 
 
-class AgentSection(ConfigModel):
-    # SmolLM2's own default system prompt: the base pass rate on two-digit sums is ~2x that under a
-    # generic one (measured: 27% vs 14% greedy).
-    system_prompt: str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-    temperature: float = Field(0.8, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(24, ge=1)  # per model turn ("a + b = c" takes ~10 tokens)
-    max_turns: int = Field(1, ge=1)
-    max_answer_retries: int = Field(0, ge=0)
-    max_context_tokens: int = Field(1024, ge=16)
+# The default recipe's agent. SmolLM2's own default system prompt: the base pass rate on two-digit
+# sums is ~2x that under a generic one (measured: 27% vs 14% greedy); "a + b = c" takes ~10 tokens.
+# The harness gives up on an episode tool_grace_s after its episode_timeout_s.
+TrainAgent = agent_section(
+    system_prompt="You are a helpful AI assistant named SmolLM, trained by Hugging Face", temperature=0.8,
+    max_turn_tokens=24, max_turns=1, max_answer_retries=0, max_context_tokens=1024, turn_timeout_s=600.0,
+    episode_timeout_s=600.0)
 
 
 class EvalConfig(ConfigModel):
@@ -93,7 +90,7 @@ class EvalConfig(ConfigModel):
     before: bool = True
     after: bool = True
     temperature: float = Field(0.0, ge=0)  # greedy: one deterministic answer per task
-    max_new_tokens: int | None = None  # None: agent.max_new_tokens
+    max_new_tokens: int | None = None  # None: agent.max_turn_tokens
     metric: str = "correctness"  # the reward component scored (correctness only, never format)
     every: int = Field(0, ge=0)  # also evaluate every N steps during training, at low priority (0: off)
 
@@ -114,7 +111,7 @@ class TrainConfig(ConfigModel):
         checkpoint=CheckpointConfig(keep_last=2, keep_best=False),
     ))
     engine: EngineConfig = Field(default_factory=lambda: EngineConfig(kv_budget_bytes=512 * 1024**2))
-    agent: AgentSection = Field(default_factory=AgentSection)
+    agent: TrainAgent
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     max_steps: int = Field(16, ge=0)  # ~11 min on 2 idle cores; the measured gain is in docs/train.md#measured

@@ -1,4 +1,5 @@
-"""A rollout worker: one engine, the agent loop and the suites' environments.
+"""A rollout worker: one policy (temper.policy: engine or server, tokenizer, sandbox pool), the
+suites' tasks, and `run_episode` for each episode it is asked for.
 
 It runs single episodes (the pipeline asks for a group's n episodes, retries and quarantine
 are the pipeline's job) and takes new weights. It talks to its engine only through the
@@ -14,12 +15,13 @@ from typing import Any
 
 import torch
 
-from temper.agent import AgentConfig, AgentLoop
-from temper.envs import EpisodeLimits, Suite, Task
-from temper.generation import Completion, GenerationClient, SamplingParams
+from temper.agent import AgentConfig, run_episode
+from temper.envs import Suite, Task
+from temper.generation import Completion, SamplingParams
 from temper.orchestrator.backends.protocol import Attempt
-from temper.orchestrator.config import AgentSection, FaultConfig
+from temper.orchestrator.config import FaultConfig
 from temper.orchestrator.faults import FaultInjector
+from temper.policy import Policy
 
 
 class GatedClient:
@@ -63,35 +65,34 @@ class GatedClient:
 
 @dataclass
 class WorkerSpec:
-    """What a worker needs to build itself (picklable: a Ray actor gets it)."""
+    """What a worker runs its episodes with (picklable: a Ray actor gets it)."""
 
-    agent: AgentSection
+    agent: AgentConfig  # training episodes
+    eval_agent: AgentConfig  # evaluation episodes (greedy, by default)
     faults: FaultConfig
     partial_rollouts: bool
-    episode_timeout_s: float
-    eval_temperature: float = 0.0
-    eval_max_new_tokens: int | None = None
     salt: int = 0
+
+    @classmethod
+    def of(cls, cfg: Any, salt: int = 0) -> "WorkerSpec":
+        """A TrainConfig's: its eval section's temperature and turn tokens apply to eval episodes."""
+        a, e = cfg.agent, cfg.eval
+        eval_agent = a.model_copy(update={"temperature": e.temperature,
+                                          "max_turn_tokens": e.max_new_tokens or a.max_turn_tokens})
+        return cls(a, eval_agent, cfg.orchestrator.faults, cfg.orchestrator.partial_rollouts, salt)
+
+    def salted(self, salt: int) -> "WorkerSpec":
+        return WorkerSpec(**{**self.__dict__, "salt": salt})
 
 
 class RolloutWorker:
-    def __init__(self, client: GenerationClient, tokenizer: Any, suites: list[Suite], spec: WorkerSpec,
-                 pool: Any = None):
-        self.client = GatedClient(client, spec.partial_rollouts)
-        self.suites, self.spec, self.pool = suites, spec, pool
+    def __init__(self, policy: Policy, suites: list[Suite], spec: WorkerSpec):
+        self.client = GatedClient(policy.client, spec.partial_rollouts)
+        self.tokenizer, self.sandboxes = policy.tokenizer, policy.sandboxes
+        self.suites, self.spec = suites, spec
         self.tasks: list[dict[str, Task]] = [{t.id: t for t in s.tasks()} for s in suites]
-        a = spec.agent
-        base = dict(system_prompt=a.system_prompt, top_p=a.top_p, max_answer_retries=a.max_answer_retries)
-        self.train_loop = AgentLoop(self.client, tokenizer, AgentConfig(temperature=a.temperature, **base))
-        self.eval_loop = AgentLoop(self.client, tokenizer, AgentConfig(temperature=spec.eval_temperature, **base))
         self.faults = FaultInjector(spec.faults, spec.salt)
         self.stats = {"episodes": 0, "sandbox_episodes": 0, "started": time.monotonic()}
-
-    def limits(self, eval_mode: bool) -> EpisodeLimits:
-        a = self.spec.agent
-        turn = (self.spec.eval_max_new_tokens or a.max_new_tokens) if eval_mode else a.max_new_tokens
-        return EpisodeLimits(max_turns=a.max_turns, max_tokens=a.max_context_tokens, max_turn_tokens=turn,
-                             turn_timeout_s=self.spec.episode_timeout_s, episode_timeout_s=self.spec.episode_timeout_s)
 
     async def run_episode(self, suite_index: int, task_id: str, group_id: str, index: int,
                           eval_mode: bool = False) -> Attempt:
@@ -101,12 +102,10 @@ class RolloutWorker:
         task = self.tasks[suite_index][task_id]
         if not eval_mode:
             self.faults.maybe_crash_worker(f"episode {group_id}/{index}")
-        env = suite.make_env(task, self.pool, self.limits(eval_mode))
-        if not eval_mode:
-            env = self.faults.wrap(env)
-        loop = self.eval_loop if eval_mode else self.train_loop
-        result = await asyncio.wait_for(loop.run(env, group_id=group_id, episode_id=str(index)),
-                                        self.spec.episode_timeout_s + 30)
+        agent = self.spec.eval_agent if eval_mode else self.spec.agent
+        episode = run_episode(self.client, self.tokenizer, suite, task, self.sandboxes, agent, group_id=group_id,
+                              episode_id=str(index), wrap_env=None if eval_mode else self.faults.wrap)
+        result = await asyncio.wait_for(episode, agent.episode_timeout_s + agent.tool_grace_s)
         self.stats["episodes"] += 1
         self.stats["sandbox_episodes"] += int(suite.needs_sandbox)
         trajs = result.trajectories
@@ -131,30 +130,3 @@ def sum_counters(per_worker: Iterable[Mapping[str, float]]) -> dict[str, float]:
             out[k] = out.get(k, 0.0) + v
     return out
 
-
-def build_worker(model_name: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec,
-                 sandbox_run_dir: str | None = None) -> tuple[RolloutWorker, Any]:
-    """Load the model, start an engine and (when a suite needs one) a sandbox pool: a ready worker
-    and a close() for what it started. Used by both backends."""
-    from temper.engine import AsyncEngine, LLMEngine
-    from temper.envs import parse_spec
-    from temper.models import load_model
-
-    suites = [parse_spec(s) for s in suite_specs]
-    loaded = load_model(model_name)
-    engine = AsyncEngine(LLMEngine(loaded.model, loaded.tokenizer, engine_cfg))
-    pool = None
-    if any(s.needs_sandbox for s in suites):
-        from temper.envs.sandboxes import make_pool
-        from temper.sandbox import SandboxConfig
-
-        extra = {"run_dir": sandbox_run_dir} if sandbox_run_dir else {}
-        pool = make_pool(SandboxConfig(**extra), size=8)  # warm sandboxes: a cold start per episode is slow
-    worker = RolloutWorker(engine, loaded.tokenizer, suites, spec, pool)
-
-    def close() -> None:
-        engine.close()
-        if pool is not None:
-            pool.close()
-
-    return worker, close

@@ -5,7 +5,7 @@ import asyncio
 
 from temper.agent import AgentConfig, AgentLoop, ContextConfig, ContextManager, TurnNote, extractive_summary
 from temper.agent.chat_format import ChatFormat
-from temper.envs import EpisodeLimits, parse_spec
+from temper.envs import parse_spec
 
 BUDGET = 2048
 
@@ -16,9 +16,9 @@ def test_budget_never_exceeded_over_50_turns(scripted, smollm2_tokenizer) -> Non
     task = next(t for t in suite if t.payload["name"] == "text-word-count")
     call = '<tool_call>{"name": "bash", "arguments": {"command": "seq 1 %d"}}</tool_call>'
     client = scripted([call % (500 + 37 * i) for i in range(60)])
-    limits = EpisodeLimits(max_turns=50, max_tokens=BUDGET, max_turn_tokens=64)
-    cfg = AgentConfig(context=ContextConfig(max_observation_tokens=300, keep_recent_turns=2))
-    res = asyncio.run(AgentLoop(client, tok, cfg).run(suite.make_env(task, limits=limits)))
+    cfg = AgentConfig(max_turns=50, max_context_tokens=BUDGET, max_turn_tokens=64,
+                      context=ContextConfig(max_observation_tokens=300, keep_recent_turns=2))
+    res = asyncio.run(AgentLoop(client, tok, cfg).run(suite.make_env(task)))
 
     assert len(res.turns) == 50 and res.failure is None and res.trajectories[-1].truncated
     for ids, params in client.requests:
@@ -59,7 +59,6 @@ def test_extractive_and_custom_summaries(scripted, smollm2_tokenizer) -> None:
     suite = parse_spec("terminal")
     task = next(t for t in suite if t.payload["name"] == "text-word-count")
     client = scripted(['<tool_call>{"name": "bash", "arguments": {"command": "seq 1 3000"}}</tool_call>'] * 12)
-    loop = AgentLoop(client, smollm2_tokenizer, AgentConfig(context=ContextConfig(max_observation_tokens=400)),
-                     summarizer=summarizer)
-    asyncio.run(loop.run(suite.make_env(task, limits=EpisodeLimits(max_turns=12, max_tokens=BUDGET))))
+    cfg = AgentConfig(max_turns=12, max_context_tokens=BUDGET, context=ContextConfig(max_observation_tokens=400))
+    asyncio.run(AgentLoop(client, smollm2_tokenizer, cfg, summarizer=summarizer).run(suite.make_env(task)))
     assert seen and any("CUSTOM SUMMARY" in smollm2_tokenizer.decode(ids) for ids, _ in client.requests)

@@ -3,8 +3,8 @@ answer retries, fallbacks and infrastructure failures."""
 
 import asyncio
 
-from temper.agent import AgentConfig, AgentLoop, run_episodes
-from temper.envs import EpisodeLimits, parse_spec
+from temper.agent import AgentConfig, AgentLoop, run_episode
+from temper.envs import parse_spec
 from temper.trajectory import FailureKind
 
 TERMINAL_TURNS = [
@@ -77,8 +77,7 @@ def test_repeated_failures_get_a_fallback_hint_then_end_the_episode(scripted, sm
 def test_out_of_turns_is_truncated_and_still_verified(scripted, smollm2_tokenizer) -> None:
     suite, task = _terminal_task("text-word-count")
     turns = ['<tool_call>{"name": "bash", "arguments": {"command": "wc -w < input.txt > count.txt"}}</tool_call>'] * 5
-    env = suite.make_env(task, limits=EpisodeLimits(max_turns=2))
-    res = asyncio.run(AgentLoop(scripted(turns), smollm2_tokenizer).run(env))
+    res = asyncio.run(AgentLoop(scripted(turns), smollm2_tokenizer, AgentConfig(max_turns=2)).run(suite.make_env(task)))
     assert len(res.turns) == 2 and res.trajectory.truncated and res.failure is None and res.reward.value == 1.0
 
 
@@ -116,19 +115,23 @@ def test_engine_errors_and_timeouts_are_infrastructure_failures(scripted, smollm
 
     res = asyncio.run(AgentLoop(Broken(), smollm2_tokenizer).run(suite.make_env(task)))
     assert res.failure == FailureKind.ENGINE_ERROR and res.trajectory.failure == FailureKind.ENGINE_ERROR
-    env = suite.make_env(task, limits=EpisodeLimits(turn_timeout_s=0.2))
-    assert asyncio.run(AgentLoop(Slow(), smollm2_tokenizer).run(env)).failure == FailureKind.HARNESS_TIMEOUT
+    slow = AgentLoop(Slow(), smollm2_tokenizer, AgentConfig(turn_timeout_s=0.2))
+    assert asyncio.run(slow.run(suite.make_env(task))).failure == FailureKind.HARNESS_TIMEOUT
 
 
 def test_many_episodes_concurrently_in_groups(scripted, smollm2_tokenizer) -> None:
     suite = parse_spec("reasoning_gym:task=chain_sum,n=4,seed=2")
     answers = [f"<answer>{t.oracle}</answer>" for t in suite for _ in range(3)]
     client = scripted(answers)
-    loop = AgentLoop(client, smollm2_tokenizer)
+
+    async def group(t):  # n=3 episodes of a task at once, sharing its group id
+        return await asyncio.gather(*(run_episode(client, smollm2_tokenizer, suite, t, None, AgentConfig(),
+                                                  episode_id=str(k)) for k in range(3)))
+
     # the scripted client answers in call order; one task at a time keeps answers and tasks aligned
     results = []
     for t in suite:
-        results += asyncio.run(run_episodes(loop, suite, [t], n=3, concurrency=3))
+        results += asyncio.run(group(t))
     assert [r.reward.value for r in results] == [1.0] * 12
     assert len({r.trajectory.group_id for r in results}) == 4 and len({r.trajectory.id for r in results}) == 12
 
@@ -146,8 +149,12 @@ def test_sandboxed_episodes_run_concurrently(scripted, smollm2_tokenizer) -> Non
         return await scripted_generate(ids, params)
 
     client.generate = generate
-    loop = AgentLoop(client, smollm2_tokenizer)
-    results = asyncio.run(run_episodes(loop, suite, [task], n=8, concurrency=8))
+
+    async def eight():
+        return await asyncio.gather(*(run_episode(client, smollm2_tokenizer, suite, task, None, AgentConfig(),
+                                                  episode_id=str(k)) for k in range(8)))
+
+    results = asyncio.run(eight())
     assert [r.reward.value for r in results] == [1.0] * 8 and all(len(r.turns) == 2 for r in results)
     # the commands' own clocks: how many were sleeping at the same moment (timing-independent)
     spans = [tuple(map(float, r.turns[0].tool_calls[0].output.split()[3:5])) for r in results]

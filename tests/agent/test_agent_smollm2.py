@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from temper.agent import AgentConfig, AgentLoop
-from temper.envs import Environment, EpisodeLimits, Observation, Reward, StepResult, Task
+from temper.envs import Environment, Observation, Reward, StepResult, Task
 
 
 class ThreeQuestions(Environment):
@@ -15,8 +15,8 @@ class ThreeQuestions(Environment):
     tools = ("python",)
     QUESTIONS = ("What is the capital of France?", "Name a colour.", "What is 2 + 3?")
 
-    def __init__(self, limits: EpisodeLimits) -> None:
-        super().__init__(Task.make("qa", "chat", self.QUESTIONS[0]), limits)
+    def __init__(self) -> None:
+        super().__init__(Task.make("qa", "chat", self.QUESTIONS[0]))
         self.asked = 1
 
     async def reset(self) -> Observation:
@@ -36,9 +36,9 @@ def test_smollm2_multi_turn_episode_through_the_engine(smollm2) -> None:
 
     tok = smollm2.tokenizer
     engine = AsyncEngine(LLMEngine(smollm2.model, tok, EngineConfig(max_model_len=2048), version=5))
-    limits = EpisodeLimits(max_turns=5, max_turn_tokens=16, max_tokens=2048)
-    loop = AgentLoop(engine, tok, AgentConfig(temperature=0.0, max_consecutive_errors=6))
-    res = asyncio.run(loop.run(ThreeQuestions(limits)))
+    cfg = AgentConfig(temperature=0.0, max_consecutive_errors=6, max_turns=5, max_turn_tokens=16,
+                      max_context_tokens=2048)
+    res = asyncio.run(AgentLoop(engine, tok, cfg).run(ThreeQuestions()))
 
     assert res.failure is None and len(res.turns) >= 3
     tr = res.trajectory

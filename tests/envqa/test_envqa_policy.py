@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from envqa_plant import PASS_IF, task
 
+from temper.agent import sample_seed
 from temper.envqa import EnvQAConfig, run_envqa
-from temper.envqa.checks.policy import _seed
 from temper.envs import parse_spec
 from temper.generation.completion import Completion
 from temper.generation.sampling_params import SamplingParams
@@ -45,7 +45,7 @@ def test_pass_rates_strata_sparsity_and_manifest(tmp_path: Path, smollm2_tokeniz
     cfg = EnvQAConfig(suite=f"terminal:path={root}", samples=8, oracle_runs=1, out=str(tmp_path / "qa"))
     done_id = next(t.id for t in parse_spec(cfg.suite).tasks() if t.payload["name"] == "make-done")
     solved = 3  # samples 0, 1 and 2 of make-done solve it: a pass rate of 3/8
-    client = SeedScriptedClient(smollm2_tokenizer, {_seed(cfg.seed, done_id, i) for i in range(solved)})
+    client = SeedScriptedClient(smollm2_tokenizer, {sample_seed(cfg.seed, done_id, i) for i in range(solved)})
     report = asyncio.run(run_envqa(cfg, client=client, tokenizer=smollm2_tokenizer))
     by = {Path(t["path"]).name: t for t in report["tasks"]}
     assert by["make-done"]["pass_rate"] == solved / 8 and by["make-done"]["passes"] == solved
@@ -63,8 +63,8 @@ def test_pass_rates_strata_sparsity_and_manifest(tmp_path: Path, smollm2_tokeniz
 @pytest.mark.slow
 def test_real_smollm2_pass_rate(tmp_path: Path, smollm2) -> None:
     root = policy_suite(tmp_path / "tasks")
-    cfg = EnvQAConfig(suite=f"terminal:path={root}", samples=2, oracle_runs=1, max_turns=2, max_turn_tokens=48,
-                      out=str(tmp_path / "qa"))
+    cfg = EnvQAConfig(suite=f"terminal:path={root}", samples=2, oracle_runs=1,
+                      agent={"max_turns": 2, "max_turn_tokens": 48}, out=str(tmp_path / "qa"))
     from temper.engine import AsyncEngine, LLMEngine
 
     engine = AsyncEngine(LLMEngine(smollm2.model, smollm2.tokenizer))

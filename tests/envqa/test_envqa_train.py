@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from temper.agent import sample_seed
 from temper.envqa import EnvQAConfig, run_envqa
-from temper.envqa.checks.policy import _seed
 from temper.envs import parse_spec
 from temper.generation.completion import Completion
 from temper.generation.sampling_params import SamplingParams
@@ -36,7 +36,7 @@ def qa(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("envqa-train")
     tok = toy_tokenizer()
     ids = [t.id for t in parse_spec(SPEC).tasks()]
-    solving = {_seed(0, i, s) for i in ids for s in range(3)}  # 3 of 8 samples solve each task
+    solving = {sample_seed(0, i, s) for i in ids for s in range(3)}  # 3 of 8 samples solve each task
     cfg = EnvQAConfig(suite=SPEC, samples=8, out=str(tmp / "qa"))
     report = asyncio.run(run_envqa(cfg, client=ToyScriptedClient(tok, solving), tokenizer=tok))
     return {"report": report, "out": tmp / "qa", "model": make_toy_model(tmp / "model"), "tmp": tmp}
@@ -74,7 +74,7 @@ def test_train_takes_the_manifest_as_task_source(qa: dict) -> None:
         "algorithm": {"optim": {"lr": 0.03, "total_steps": 100, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},
         "engine": {"kv_budget_bytes": 16_000_000, "max_num_seqs": 32},
-        "agent": {"max_new_tokens": 1, "system_prompt": "say"},
+        "agent": {"max_turn_tokens": 1, "system_prompt": "say"},
         "orchestrator": {"group_size": 4, "batch_groups": 2, "max_staleness": 1, "concurrency": 8},
         "eval": {"suite": None}, "max_steps": 2, "out": str(out), "logging": {"progress": False, "plots": False},
     })

@@ -13,7 +13,7 @@ def tiny_config(model: Path, out: Path, **over: Any) -> dict[str, Any]:
         "algorithm": {"optim": {"lr": 0.03, "total_steps": 1000, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},
         "engine": {"kv_budget_bytes": 16_000_000, "max_num_seqs": 64},
-        "agent": {"max_new_tokens": 1, "system_prompt": "say"},
+        "agent": {"max_turn_tokens": 1, "system_prompt": "say"},
         "orchestrator": {"group_size": 8, "batch_groups": 4, "max_staleness": 1, "concurrency": 32},
         "eval": {"suite": "toy:n=64,seed=99,digits=2", "n": 64},
         "max_steps": 30,

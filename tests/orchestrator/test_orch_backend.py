@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from temper.orchestrator.backends.local import LocalBackend
-from temper.orchestrator.config import AgentSection, FaultConfig
+from temper.orchestrator.config import TrainConfig
 from temper.orchestrator.rollout_worker import WorkerSpec, sum_counters
 from temper.trajectory import Trajectory
 
@@ -23,8 +23,10 @@ TOKENS = 16  # per sample
 def backend(model: Path, partial_rollouts: bool = True, num_workers: int = 1, max_new_tokens: int = 1) -> LocalBackend:
     from temper.engine import EngineConfig
 
-    agent = AgentSection(system_prompt="say", temperature=1.0, max_new_tokens=max_new_tokens)
-    spec = WorkerSpec(agent=agent, faults=FaultConfig(), partial_rollouts=partial_rollouts, episode_timeout_s=120)
+    agent = {"system_prompt": "say", "temperature": 1.0, "max_turn_tokens": max_new_tokens, "turn_timeout_s": 120,
+             "episode_timeout_s": 120}
+    spec = WorkerSpec.of(TrainConfig.model_validate({"agent": agent,
+                                                     "orchestrator": {"partial_rollouts": partial_rollouts}}))
     return LocalBackend(str(model), EngineConfig(kv_budget_bytes=16_000_000, max_num_seqs=8), [SUITE], spec,
                         num_workers)
 
@@ -164,7 +166,7 @@ def test_partial_rollout_spans_two_versions_and_is_corrected_per_token(toy_model
     trainer = Trainer(v1, RLConfig(), pad_id=tok.pad_token_id)
     trainer.policy_version = 1
     a, c = (Trajectory.from_dict({**t.to_dict(), "reward": r, "id": f"g/{r}"}) for r in (1.0, 0.0))
-    m = trainer.step([a, c])
+    m = trainer.step([a, c]).as_metrics()
     assert m["staleness_max"] == 1.0 and "skipped" not in m
     assert m["mismatch_kl_k1"] == pytest.approx(gap, rel=1e-3, abs=1e-5)
 

@@ -23,7 +23,7 @@ def tiny_recipe(model: Path, out: Path, url: str) -> dict[str, Any]:
         "suites": [{"spec": "toy:n=64,seed=0,digits=2"}],
         "algorithm": {"optim": {"lr": 0.03, "total_steps": 1000, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},
-        "agent": {"max_new_tokens": 1, "system_prompt": "say"},
+        "agent": {"max_turn_tokens": 1, "system_prompt": "say"},
         "orchestrator": {"group_size": 8, "batch_groups": 4, "max_staleness": 1, "concurrency": 32,
                          "backend": "remote", "remote": {"url": url, "model": "tiny",
                                                           "weights_dir": str(out.parent / "push")}},
@@ -48,7 +48,7 @@ def test_train_tiny_recipe_on_a_remote_server(tmp_path: Path):
         text = httpx.get(f"{srv.url}/metrics").text
     # The same bar as the in-process tiny recipe (tests/orchestrator/test_orch_pipeline.py).
     assert summary["after"]["mean_reward"] > summary["before"]["mean_reward"] + 0.3, summary
-    assert summary["difference"]["significant"], summary
+    assert summary["difference"]["change"] == "improved", summary
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 30
     trained = sum(not r.get("skipped") for r in rows)  # steps that changed the weights (and pushed them)

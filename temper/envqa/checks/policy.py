@@ -4,23 +4,14 @@ loop on the warm pool. Pass rate with a bootstrap CI (temper.evals.stats), a dif
 have zero variance (such a group gives GRPO no signal; the suite's share of them is its sparsity)."""
 
 import asyncio
-import hashlib
-from dataclasses import replace
 from typing import Any
 
-from temper.agent.episode import AgentConfig
-from temper.agent.loop import AgentLoop
+from temper.agent.runner import run_episode, sample_seed
 from temper.envqa.checks.session import Clock
 from temper.envqa.config import EnvQAConfig
-from temper.envs.env import EpisodeLimits
 from temper.envs.suite import Suite
 from temper.envs.task import Task
 from temper.evals.stats import bootstrap_mean
-
-
-def _seed(base: int, task_id: str, sample: int) -> int:
-    """Stable per (task, sample): a resumed run draws the same samples."""
-    return int(hashlib.sha256(f"{base}:{task_id}:{sample}".encode()).hexdigest()[:8], 16) % (2**31 - 1)
 
 
 def stratum(passes: int, k: int, too_easy_at: float) -> str:
@@ -43,12 +34,8 @@ def summarise(rewards: list[float], failures: int, cfg: EnvQAConfig) -> dict[str
 async def check_policy(suite: Suite, task: Task, pool: Any, client: Any, tokenizer: Any, cfg: EnvQAConfig,
                        clock: Clock) -> dict[str, Any]:
     async def sample(i: int) -> Any:
-        agent = AgentConfig(temperature=cfg.temperature, seed=_seed(cfg.seed, task.id, i))
-        env = suite.make_env(task, pool, EpisodeLimits())
-        # Task folders set their own time limits; the token and turn budgets are envqa's.
-        env.limits = replace(env.limits, max_turns=cfg.max_turns, max_tokens=cfg.max_tokens,
-                             max_turn_tokens=cfg.max_turn_tokens)
-        return await AgentLoop(client, tokenizer, agent).run(env, group_id=task.id, episode_id=f"qa{i}")
+        return await run_episode(client, tokenizer, suite, task, pool, cfg.agent, sample_seed(cfg.seed, task.id, i),
+                                 episode_id=f"qa{i}")
 
     loop = asyncio.get_running_loop()
     t0 = loop.time()

@@ -6,15 +6,15 @@ reference solution, would run out."""
 
 from typing import Any
 
-from temper.envs.env import EpisodeLimits
+from temper.agent.config import AgentConfig
 from temper.envs.taskfolder import TaskFolder
 
 
 def limits_of(folder: TaskFolder | None) -> tuple[float, int | None]:
-    """(seconds, MiB) the agent phase may use: the task folder's, else the default episode limits."""
+    """(seconds, MiB) the agent phase may use: the task folder's, else an agent's default episode timeout."""
     if folder is not None:
         return folder.agent_timeout_s, folder.memory_mb
-    return EpisodeLimits().episode_timeout_s, None
+    return AgentConfig().episode_timeout_s, None
 
 
 def check_resources(runs: list[dict[str, Any]], folder: TaskFolder | None, min_margin: float) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from temper.envs.env import Environment, EpisodeLimits
+from temper.envs.env import Environment
 from temper.envs.sandbox_env import SandboxEnv
 from temper.envs.suite import Suite
 from temper.envs.task import Task
@@ -23,10 +23,9 @@ class Clock:
 
 
 @asynccontextmanager
-async def opened(suite: Suite, task: Task, pool: Any, clock: Clock,
-                 limits: EpisodeLimits | None = None) -> AsyncIterator[Environment]:
+async def opened(suite: Suite, task: Task, pool: Any, clock: Clock) -> AsyncIterator[Environment]:
     """`suite.make_env` reset and ready (the agent phase begins); closed on exit."""
-    env = suite.make_env(task, pool, limits)
+    env = suite.make_env(task, pool)
     t0 = time.perf_counter()
     if isinstance(env, SandboxEnv) and env.sandboxed:
         # Acquire here rather than in reset() so start-up is timed apart from the task's setup.

@@ -14,7 +14,7 @@ import random
 import re
 from typing import Any, ClassVar
 
-from temper.envs.env import EpisodeLimits, Observation, StepResult, timed_verify
+from temper.envs.env import Observation, StepResult, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
@@ -38,9 +38,8 @@ def lenient_number(text: str) -> str | None:
 class AnswerEnv(SandboxEnv):
     """Single turn: the reply is scored against `payload['answer']`, in a sandbox when asked."""
 
-    def __init__(self, task: Task, extract: Any, sandboxed: bool, pool: Any = None,
-                 limits: EpisodeLimits | None = None) -> None:
-        super().__init__(task, pool, limits)
+    def __init__(self, task: Task, extract: Any, sandboxed: bool, pool: Any = None) -> None:
+        super().__init__(task, pool)
         self.extract, self.sandboxed = extract, sandboxed
 
     async def reset(self) -> Observation:  # a sandbox only when the verifier needs one
@@ -70,8 +69,8 @@ class AnswerEnv(SandboxEnv):
 class _AnswerSuite(ListSuite):
     sandbox = False
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> AnswerEnv:
-        return AnswerEnv(task, self.extract, self.sandbox, pool, limits)
+    def make_env(self, task: Task, pool: Any = None) -> AnswerEnv:
+        return AnswerEnv(task, self.extract, self.sandbox, pool)
 
     @staticmethod
     def extract(text: str) -> str | None:

@@ -5,7 +5,7 @@ seconds)."""
 import json
 from typing import Any
 
-from temper.envs.env import EpisodeLimits, StepResult, timed_verify
+from temper.envs.env import StepResult, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
@@ -70,8 +70,8 @@ class HumanEvalSuite(ListSuite):
                                    tags=("humaneval", "python"), oracle=p["canonical_solution"]))
         return tasks
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> HumanEvalEnv:
-        return HumanEvalEnv(task, pool, limits)
+    def make_env(self, task: Task, pool: Any = None) -> HumanEvalEnv:
+        return HumanEvalEnv(task, pool)
 
     async def run_oracles(self, tasks: list[Task] | None = None, pool: Any = None,
                           answers: list[str] | None = None) -> list[Reward]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from temper.envs.env import EpisodeLimits, SingleTurnEnv
+from temper.envs.env import SingleTurnEnv
 from temper.envs.registry import load_object, register_suite
 from temper.envs.reward import Reward
 from temper.envs.suite import ListSuite
@@ -21,8 +21,8 @@ from temper.errors import TemperError
 
 
 class JsonlEnv(SingleTurnEnv):
-    def __init__(self, task: Task, fn: Callable[..., Any], limits: EpisodeLimits | None = None) -> None:
-        super().__init__(task, limits)
+    def __init__(self, task: Task, fn: Callable[..., Any]) -> None:
+        super().__init__(task)
         self.fn = fn
 
     async def verify(self, answer: str) -> Reward:
@@ -65,8 +65,8 @@ class JsonlSuite(ListSuite):
             tasks.append(task)
         return tasks
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> JsonlEnv:
-        return JsonlEnv(task, self.fn, limits)
+    def make_env(self, task: Task, pool: Any = None) -> JsonlEnv:
+        return JsonlEnv(task, self.fn)
 
 
 register_suite("jsonl")(JsonlSuite)

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from temper.envs.answer import ANSWER_FORMAT, extract_answer
-from temper.envs.env import EpisodeLimits, SingleTurnEnv
+from temper.envs.env import SingleTurnEnv
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.suite import ListSuite
@@ -68,8 +68,8 @@ class LongCtxSuite(ListSuite):
         kinds = KINDS if self.kind == "all" else (self.kind,)
         return [self._one(kinds[i % len(kinds)], i) for i in range(self.n)]
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> LongCtxEnv:
-        return LongCtxEnv(task, limits)
+    def make_env(self, task: Task, pool: Any = None) -> LongCtxEnv:
+        return LongCtxEnv(task)
 
 
 register_suite("longctx")(LongCtxSuite)

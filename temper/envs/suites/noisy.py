@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 from temper.envs.corrupt import KINDS, corrupt
-from temper.envs.env import Environment, EpisodeLimits
+from temper.envs.env import Environment
 from temper.envs.registry import parse_spec, register_suite
 from temper.envs.suite import ListSuite
 from temper.envs.task import Task
@@ -37,8 +37,8 @@ class NoisySuite(ListSuite):
                                      tags=(*t.tags, "noisy"), suite=f"noisy/{t.suite}"))
         return out
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> Environment:
-        return self.inner.make_env(task, pool, limits)
+    def make_env(self, task: Task, pool: Any = None) -> Environment:
+        return self.inner.make_env(task, pool)
 
 
 register_suite("noisy")(NoisySuite)

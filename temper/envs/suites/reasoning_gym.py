@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from temper.envs.answer import ANSWER_FORMAT, extract_answer
-from temper.envs.env import EpisodeLimits, SingleTurnEnv
+from temper.envs.env import SingleTurnEnv
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
@@ -26,8 +26,8 @@ class ReasoningGymEnv(SingleTurnEnv, SandboxEnv):
     background = "Solve the problem. Think step by step, then commit to one final answer."
 
     def __init__(self, task: Task, score: Callable[[str | None, dict[str, Any]], float],
-                 python: bool = False, limits: EpisodeLimits | None = None, pool: Any = None) -> None:
-        SandboxEnv.__init__(self, task, pool, limits, sandboxed=python)
+                 python: bool = False, pool: Any = None) -> None:
+        SandboxEnv.__init__(self, task, pool, sandboxed=python)
         self.score = score
         self.tools = ("python", "submit") if python else ()
 
@@ -73,8 +73,8 @@ class ReasoningGymSuite(ListSuite):
             ))
         return tasks
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> ReasoningGymEnv:
-        return ReasoningGymEnv(task, self.dataset.score_answer, self.python, limits, pool)
+    def make_env(self, task: Task, pool: Any = None) -> ReasoningGymEnv:
+        return ReasoningGymEnv(task, self.dataset.score_answer, self.python, pool)
 
 
 register_suite("reasoning_gym")(ReasoningGymSuite)

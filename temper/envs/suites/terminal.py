@@ -6,11 +6,10 @@ or reward.json (components; its `reward` key, else their mean, is the value).
 """
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from temper.envs.env import EpisodeLimits, StepResult, timed_verify
+from temper.envs.env import GRACE_S, StepResult, TaskLimits, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
@@ -32,9 +31,10 @@ class TerminalEnv(SandboxEnv):
     tools = ("bash", "python", "read_file", "write_file", "list_files", "submit")
     background = BACKGROUND
 
-    def __init__(self, task: Task, folder: TaskFolder, pool: Any = None, limits: EpisodeLimits | None = None):
+    def __init__(self, task: Task, folder: TaskFolder, pool: Any = None):
         sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
                            wall_time_s=folder.agent_timeout_s)
+        limits = TaskLimits(agent_timeout_s=folder.agent_timeout_s, verifier_timeout_s=folder.verifier_timeout_s)
         super().__init__(task, pool, limits, folder.workspace(), sb_limits)
         self.folder = folder
 
@@ -46,7 +46,7 @@ class TerminalEnv(SandboxEnv):
                                   f"(exit {r.exit_code}): {r.stderr.decode(errors='replace')[-300:]}")
 
     async def step(self, action: str) -> StepResult:
-        reward = await timed_verify(self.verify(), self.limits.verifier_timeout_s + 30)
+        reward = await timed_verify(self.verify(), self.limits.verifier_timeout_s + GRACE_S)
         return StepResult(reward=reward, done=True)
 
     async def verify(self) -> Reward:
@@ -107,12 +107,10 @@ class TerminalSuite(ListSuite):
             tasks.append(task)
         return tasks
 
-    def make_env(self, task: Task, pool: Any = None, limits: EpisodeLimits | None = None) -> TerminalEnv:
+    def make_env(self, task: Task, pool: Any = None) -> TerminalEnv:
         self.tasks()
         tf = self.folders.get(task.payload["path"]) or load_task_folder(task.payload["path"])
-        limits = replace(limits or EpisodeLimits(), episode_timeout_s=tf.agent_timeout_s,
-                         verifier_timeout_s=tf.verifier_timeout_s)
-        return TerminalEnv(task, tf, pool, limits)
+        return TerminalEnv(task, tf, pool)
 
 
 register_suite("terminal")(TerminalSuite)

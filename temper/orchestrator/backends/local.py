@@ -2,19 +2,22 @@
 
 from typing import Any
 
+from temper.envs import parse_spec
 from temper.orchestrator.backends.protocol import Attempt
-from temper.orchestrator.rollout_worker import WorkerSpec, build_worker, sum_counters
+from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
+from temper.policy import open_policy
 
 
 class LocalBackend:
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int = 1,
-                 sandbox_run_dir: str | None = None):
-        self.workers, self._closers = [], []
+                 sandbox: Any = None):
+        self.workers, self.policies = [], []
         for i in range(num_workers):
-            spec_i = WorkerSpec(**{**spec.__dict__, "salt": i})
-            worker, close = build_worker(model, engine_cfg, suite_specs, spec_i, sandbox_run_dir)
-            self.workers.append(worker)
-            self._closers.append(close)
+            suites = [parse_spec(s) for s in suite_specs]
+            policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites),
+                                 sandbox=sandbox)
+            self.policies.append(policy)
+            self.workers.append(RolloutWorker(policy, suites, spec.salted(i)))
         self.num_workers = num_workers
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
@@ -29,5 +32,5 @@ class LocalBackend:
         return sum_counters(w.counters() for w in self.workers)
 
     def close(self) -> None:
-        for close in self._closers:
-            close()
+        for policy in self.policies:
+            policy.close()

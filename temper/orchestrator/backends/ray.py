@@ -1,9 +1,10 @@
 """The Ray backend: rollout workers as Ray actors, weights broadcast through the object store.
 
-Each actor builds the same `RolloutWorker` as the local backend (its own engine, suites and
-sandbox pool) and runs episodes on its own event loop. A dead actor is reported by name, with
-the likely cause and the last lines of its log, not as a bare ActorDiedError; the run goes on
-with the workers left, and stops with that message when none is left.
+Each actor builds the same `RolloutWorker` as the local backend (its own policy from
+temper.policy: engine and sandbox pool; its own suites) and runs episodes on its own event loop.
+A dead actor is reported by name, with the likely cause and the last lines of its log, not as a
+bare ActorDiedError; the run goes on with the workers left, and stops with that message when none
+is left.
 """
 
 import asyncio
@@ -15,7 +16,7 @@ from typing import Any
 
 from temper.errors import TemperError
 from temper.orchestrator.backends.protocol import Attempt
-from temper.orchestrator.rollout_worker import WorkerSpec, build_worker, sum_counters
+from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +28,18 @@ class WorkerDied(TemperError):
 class RolloutActor:
     """The body of one Ray actor (decorated with ray.remote when the backend starts)."""
 
-    def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec,
-                 sandbox_run_dir: str | None, threads: int):
+    def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, sandbox: Any,
+                 threads: int):
         import torch
 
+        from temper.envs import parse_spec
+        from temper.policy import open_policy
+
         torch.set_num_threads(max(1, threads))
-        self.worker, self._close = build_worker(model, engine_cfg, suite_specs, spec, sandbox_run_dir)
+        suites = [parse_spec(s) for s in suite_specs]
+        self.policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites),
+                                  sandbox=sandbox)
+        self.worker = RolloutWorker(self.policy, suites, spec)
 
     def pid(self) -> int:
         return os.getpid()
@@ -48,12 +55,12 @@ class RolloutActor:
         return self.worker.counters()
 
     async def close(self) -> None:
-        self._close()
+        self.policy.close()
 
 
 class RayBackend:
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int,
-                 sandbox_run_dir: str | None, threads: int = 1, init_timeout_s: float = 600.0):
+                 sandbox: Any = None, threads: int = 1, init_timeout_s: float = 600.0):
         try:
             import ray
         except ImportError as exc:
@@ -64,8 +71,8 @@ class RayBackend:
                      logging_level=logging.WARNING)
         self._started_ray = True
         actor_cls = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=1000)(RolloutActor)
-        self.actors = [actor_cls.remote(model, engine_cfg, suite_specs, WorkerSpec(**{**spec.__dict__, "salt": i}),
-                                        sandbox_run_dir, threads) for i in range(num_workers)]
+        self.actors = [actor_cls.remote(model, engine_cfg, suite_specs, spec.salted(i), sandbox, threads)
+                       for i in range(num_workers)]
         self.num_workers = num_workers
         self.dead: dict[int, str] = {}
         try:

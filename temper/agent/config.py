@@ -1,0 +1,53 @@
+"""`AgentConfig`: how an agent samples, how long it may go on, and how it manages its context.
+
+One type for training, evaluation and env QA; each embeds it with its own defaults
+(`agent_section(...)`: a partial section, e.g. from YAML, fills in from those, not from the
+defaults below). A task may set its own time limits (a task folder's agent timeout); `for_task`
+is the one place they meet the agent's.
+"""
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from temper.config import ConfigModel
+from temper.envs.env import GRACE_S, TaskLimits
+
+
+class ContextConfig(ConfigModel):
+    max_observation_tokens: int = Field(1024, ge=1)  # a longer tool output keeps its head and tail
+    reserve_tokens: int = Field(96, ge=0)  # always left free for the next model turn
+    keep_recent_turns: int = Field(2, ge=0)  # turns kept verbatim when the window is compacted
+    restate_at: float = Field(0.6, gt=0)  # restate the task once the window is this full
+    summary_max_tokens: int = Field(512, ge=1)
+    min_observation_tokens: int = Field(48, ge=1)  # below this room, compact instead of trimming further
+
+
+class AgentConfig(ConfigModel):
+    system_prompt: str | None = None  # None: the default agent prompt (temper.agent.context.SYSTEM_PROMPT)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_turns: int = Field(16, ge=1)
+    max_turn_tokens: int = Field(1024, ge=1)  # most tokens one model turn may generate
+    max_context_tokens: int = Field(8192, ge=16)  # token budget of the whole context, never exceeded
+    turn_timeout_s: float = Field(300.0, gt=0)  # one model turn (and the environment's reset)
+    episode_timeout_s: float = Field(1800.0, gt=0)  # the agent phase; the verifier runs after it
+    tool_timeout_s: float = Field(60.0, gt=0)  # what a tool asks of its sandbox call
+    tool_grace_s: float = Field(GRACE_S, ge=0)  # margin of an outer timeout over the inner one it guards
+    max_answer_retries: int = Field(2, ge=0)  # a final answer in the wrong form is retried with the env's hint
+    max_consecutive_errors: int = Field(3, ge=1)  # failing turns in a row before a fallback hint; 2x ends it
+    context: ContextConfig = Field(default_factory=ContextConfig)
+
+    def for_task(self, limits: TaskLimits) -> "AgentConfig":
+        """These settings under a task's own limits: its agent timeout, when it sets one, wins."""
+        if limits.agent_timeout_s is None:
+            return self
+        return self.model_copy(update={"episode_timeout_s": limits.agent_timeout_s})
+
+
+def agent_section(**defaults: Any) -> Any:
+    """The type of an `agent` field whose defaults are `defaults` over AgentConfig's own."""
+    def fill(value: Any) -> Any:
+        return {**defaults, **value} if isinstance(value, dict) else value
+
+    return Annotated[AgentConfig, BeforeValidator(fill), Field(default_factory=lambda: AgentConfig(**defaults))]

@@ -1,0 +1,64 @@
+"""A policy to run episodes with: a generation client (an in-process engine, or an OpenAI-compatible
+server), its tokenizer and, when the suites need one, a warm sandbox pool with the mounts episodes
+need. Rollout workers (every backend), `temper eval` and `temper envqa` open theirs here.
+
+    policy = open_policy("smollm2-135m", EngineConfig(), needs_sandbox=True)
+    result = await run_episode(policy.client, policy.tokenizer, suite, task, policy.sandboxes, config)
+    policy.close()
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from temper.generation import ChatTokenizer, GenerationClient, RemoteClient, RemoteGenerationConfig, default_served_name
+
+
+@dataclass
+class Policy:
+    client: GenerationClient
+    tokenizer: ChatTokenizer
+    sandboxes: Any = None  # a temper.sandbox.SandboxPool with the episode mounts, or None: fresh sandboxes
+    max_model_len: int | None = None  # the engine's context limit (None: a server's, not known here)
+    kv_bytes_per_token: int | None = None  # of the engine's KV cache (None: on a server)
+    name: str = ""  # what reports call the model
+    engine: Any = None  # the AsyncEngine this policy started (None: a server's)
+
+    def close(self) -> None:
+        for part in (self.engine, self.sandboxes):
+            if part is not None:
+                part.close()
+        self.engine = self.sandboxes = None
+
+
+def open_policy(model: Any, engine: Any = None, remote: RemoteGenerationConfig | None = None, *,
+                tokenizer: ChatTokenizer | None = None, name: str | None = None, needs_sandbox: bool = False,
+                sandbox: Any = None, pool_size: int = 8) -> Policy:
+    """`model` (a name or folder; or a model object, with its `tokenizer`) on an in-process engine
+    under `engine` (a temper.engine.EngineConfig; None: its defaults), or, with `remote`, generating
+    on that server with the model's tokenizer kept here (token ids in and out). With `needs_sandbox`,
+    a warm pool of `pool_size` sandboxes on `sandbox` (a SandboxConfig; a cold start per episode is slow)."""
+    if remote is not None:
+        from temper.models import Tokenizer, resolve_model
+
+        tok = tokenizer or Tokenizer.from_folder(resolve_model(model))
+        served = remote.model or default_served_name(model)
+        client: Any = RemoteClient(remote.url, served, remote.api_key, tok, remote.timeout_s,
+                                   weights_dir=remote.weights_dir)
+        policy = Policy(client, tok, name=name or f"{served} @ {remote.url}")
+    else:
+        from temper.engine import AsyncEngine, LLMEngine
+
+        if isinstance(model, str):
+            from temper.models import load_model
+
+            loaded = load_model(model)
+            model, tokenizer, name = loaded.model, loaded.tokenizer, name or model
+        llm = LLMEngine(model, tokenizer, engine)
+        client = AsyncEngine(llm)
+        policy = Policy(client, tokenizer, max_model_len=llm.max_model_len, kv_bytes_per_token=llm.kv_bytes_per_token,
+                        name=name or "in-memory model", engine=client)
+    if needs_sandbox:
+        from temper.envs.sandboxes import make_pool
+
+        policy.sandboxes = make_pool(sandbox, size=pool_size)
+    return policy
