@@ -56,6 +56,29 @@ def test_train_tiny_recipe_on_a_remote_server(tmp_path: Path):
     assert metric(text, "temper_serve_requests_total", variant="standard", endpoint="completion", status="ok") > 500
 
 
+@pytest.mark.slow
+def test_train_on_a_remote_server_with_a_sandboxed_suite(tmp_path: Path):
+    """The remote backend's sandbox pool has the mounts episodes need (a bare SandboxPool stopped the
+    run with 'sandbox pool: its config lacks the mounts'): two steps on the toy suite whose verifier
+    runs in a sandbox, every episode scored there."""
+    from temper.models.toy import make_toy_model
+    from temper.orchestrator.config import TrainConfig
+    from temper.orchestrator.run_dir import RunDir
+    from temper.orchestrator.train import train
+
+    model = make_toy_model(tmp_path / "toy")
+    with LiveServer(serve_config(model, tmp_path, **{"engine.kv_budget_bytes": 16_000_000})) as srv:
+        recipe = tiny_recipe(model, tmp_path / "run", srv.url)
+        recipe.update(suites=[{"spec": "toy:n=16,seed=0,digits=2,sandbox=true"}], eval={"suite": None}, max_steps=2)
+        recipe["orchestrator"].update(group_size=4, batch_groups=2, concurrency=8)
+        cfg = TrainConfig.model_validate(recipe)
+        train(cfg, RunDir.create(cfg))
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["failures"] == 0 for r in rows), rows
+    audit = [json.loads(x) for x in (tmp_path / "run" / "sandbox" / "sandbox-audit.jsonl").read_text().splitlines()]
+    assert any("python3" in json.dumps(r) for r in audit)  # verifiers ran in the pool's sandboxes
+
+
 def test_eval_endpoint_evaluates_a_served_model(live, tiny_model_dir, tmp_path: Path):
     out = tmp_path / "eval"
     result = CliRunner().invoke(app, [
