@@ -50,7 +50,7 @@ class LLMEngine:
         self.lock = threading.RLock()  # one step, abort or weight update at a time
         self._intake_lock = threading.Lock()
         self._incoming: list[Request] = []
-        self._finished: list[Completion] = []  # samples finished since the last step or abort handed them out
+        self._finished: list[Completion] = []  # samples finished in this step (step returns them)
         self._ids_in_use: set[str] = set()
         self._ids = itertools.count()
         self._seed_rng = torch.Generator().manual_seed(config.seed)
@@ -104,7 +104,7 @@ class LLMEngine:
                 if not seq.finished:
                     self._finish(seq, "abort")
             self.speculator.retain(self.scheduler.running)
-            self._hand_out()  # the request's samples come back from here, not from the next step
+            self._finished = [c for c in self._finished if c.request_id != request_id]  # handed out here
             return list(req.done)
 
     def has_unfinished(self) -> bool:
@@ -122,7 +122,8 @@ class LLMEngine:
                 self._postprocess(batch, logits, spans)
                 self.stats["steps"] += 1
             self.speculator.retain(self.scheduler.running)
-            return self._hand_out()
+            done, self._finished = self._finished, []
+            return done
 
     def _end_out_of_room(self) -> None:
         for seq in self.scheduler.out_of_room:
@@ -130,17 +131,6 @@ class LLMEngine:
                          error=None if seq.num_output_tokens else
                          f"request {seq.request_id!r}: the KV budget cannot hold this sequence")
         self.scheduler.out_of_room.clear()
-
-    def _hand_out(self) -> list[Completion]:
-        """The samples finished since the last hand-out; a request whose samples all finished leaves."""
-        done, self._finished = self._finished, []
-        for c in done:
-            req = self.requests.get(c.request_id)
-            if req is not None and len(req.done) == len(req.seqs):
-                del self.requests[c.request_id]  # its completions went out through `done` / callbacks
-                with self._intake_lock:
-                    self._ids_in_use.discard(c.request_id)
-        return done
 
     def _postprocess(self, batch: list[ScheduledSeq], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
         rows: list[int] = []
@@ -260,6 +250,10 @@ class LLMEngine:
         completion = seq.to_completion()
         req.done.append(completion)
         self._finished.append(completion)
+        if len(req.done) == len(req.seqs):  # its last sample: the request leaves (its id can be used again)
+            del self.requests[seq.request_id]
+            with self._intake_lock:
+                self._ids_in_use.discard(seq.request_id)
         if req.on_finish is not None:
             req.on_finish(completion)
 
@@ -271,23 +265,17 @@ class LLMEngine:
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]  # one prompt
         plist = list(params) if isinstance(params, list | tuple) else [params or SamplingParams()] * len(prompts)
-        results: dict[str, list[Completion]] = {}
-        order: list[tuple[str, list[Completion] | None]] = []
+        results: dict[str, list[Completion]] = {}  # request id -> its completions, in prompt order
         for i, (prompt, p) in enumerate(zip(prompts, plist, strict=True)):
             rid = f"gen-{next(self._ids)}-{i}"
+            results[rid] = []
             try:
-                self.add_request(prompt, p, rid, on_finish=lambda c, r=rid: results.setdefault(r, []).append(c))
-                order.append((rid, None))
+                self.add_request(prompt, p, rid, on_finish=results[rid].append)
             except RequestError as exc:
-                order.append((rid, [Completion(rid, 0, [], finish_reason="error", error=str(exc))]))
-        pending = {rid for rid, failed in order if failed is None}
-        while pending and self.has_unfinished():
+                results[rid].append(Completion(rid, 0, [], finish_reason="error", error=str(exc)))
+        while self.has_unfinished() and any(rid in self._ids_in_use for rid in results):
             self.step()
-            pending = {rid for rid in pending if rid in self._ids_in_use}
-        out: list[Completion] = []
-        for rid, failed in order:
-            out.extend(failed if failed is not None else sorted(results.get(rid, []), key=lambda c: c.index))
-        return out
+        return [c for done in results.values() for c in sorted(done, key=lambda c: c.index)]
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         """Copy new weights in place between steps; cached prefixes are dropped (their KV is stale).

@@ -5,16 +5,14 @@ from collections.abc import Container
 from temper.engine.config import SpeculativeConfig
 from temper.engine.sequence import Sequence
 
-# One sequence's index, by n: each n-gram -> the end of its latest occurrence; and how far each n is indexed.
-NgramIndex = tuple[dict[int, dict[tuple[int, ...], int]], dict[int, int]]
-
 
 class NgramProposer:
     """Find the latest earlier occurrence of the sequence's last n tokens; propose what followed it."""
 
     def __init__(self, cfg: SpeculativeConfig):
         self.cfg = cfg
-        self.indexes: dict[int, NgramIndex] = {}  # seq id -> its index (kept while it runs)
+        # seq id -> (n -> n-gram -> end of its latest occurrence, n -> tokens indexed so far), while it runs.
+        self.indexes: dict[int, tuple[dict[int, dict[tuple[int, ...], int]], dict[int, int]]] = {}
 
     def propose_batch(self, asks: list[tuple[Sequence, int]]) -> list[list[int]]:
         return [self._propose(seq, max_tokens) for seq, max_tokens in asks]
@@ -24,10 +22,7 @@ class NgramProposer:
         k = min(self.cfg.num_tokens, max_tokens)
         if k <= 0:
             return []
-        state = self.indexes.get(seq.seq_id)
-        if state is None:
-            state = self.indexes[seq.seq_id] = ({}, {})
-        indexes, indexed_upto = state
+        indexes, indexed_upto = self.indexes.get(seq.seq_id) or self.indexes.setdefault(seq.seq_id, ({}, {}))
         for n in range(self.cfg.ngram_max, self.cfg.ngram_min - 1, -1):
             if len(toks) <= n:
                 continue

@@ -4,11 +4,11 @@ Drafts are verified by the target model in one forward of [last token, drafts...
 longest prefix whose tokens equal the target's greedy choice is kept, plus the target's
 own next token. Under greedy decoding the output is therefore the plain engine's, by
 construction (up to fp32 rounding of a different batch shape). Only greedy, unpenalised
-samples speculate. The proposers are in `ngram_proposer.py` and `draft_proposer.py`.
+samples speculate. The proposers are in `ngram_proposer.py` and `draft_proposer.py`; each has
+`propose_batch([(sequence, most tokens)])` and `retain(seq ids)` (forget every other sequence).
 """
 
-from collections.abc import Container, Iterable
-from typing import Protocol
+from collections.abc import Iterable
 
 from temper.engine.config import SpeculativeConfig
 from temper.engine.draft_proposer import DraftModelProposer, build_draft
@@ -17,14 +17,6 @@ from temper.engine.sampler import _penalized
 from temper.engine.sequence import Sequence
 from temper.errors import TemperError
 from temper.models import LlamaForCausalLM
-
-
-class Proposer(Protocol):
-    def propose_batch(self, asks: list[tuple[Sequence, int]]) -> list[list[int]]:
-        """Drafts for every (sequence, most tokens) of one step; a model-based proposer batches them."""
-
-    def retain(self, seq_ids: Container[int]) -> None:
-        """Forget the state of sequences not in `seq_ids` (finished, aborted, preempted)."""
 
 
 class Speculator:
@@ -36,7 +28,7 @@ class Speculator:
         if draft_model is not None and cfg.method != "draft":
             raise TemperError(f"LLMEngine(draft_model=...) needs engine.speculative.method='draft' ({cfg.method!r})")
         self.cfg, self.max_model_len, self.stats = cfg, max_model_len, stats
-        self.proposer: Proposer | None = None
+        self.proposer: NgramProposer | DraftModelProposer | None = None
         if cfg.method == "ngram":
             self.proposer = NgramProposer(cfg)
         elif cfg.method == "draft":
@@ -53,16 +45,13 @@ class Speculator:
         """This step's draft of every speculating sequence that has one (seq id -> tokens)."""
         if self.proposer is None or (self.request_ids is not None and not self.request_ids):  # no one to draft for
             return {}
+        spec, first = self.cfg, min(self.cfg.initial_tokens, self.cfg.num_tokens)
         # Drafts leave room for the target's own next token, within max_tokens and the context.
         asks = [(seq, min(seq.params.max_tokens - seq.num_output_tokens - 1, self.max_model_len - len(seq) - 1,
-                          self._draft_len(seq))) for seq in running if self.speculates(seq)]
+                          self.draft_lens.setdefault(seq, first) if spec.adaptive else spec.num_tokens))
+                for seq in running if self.speculates(seq)]
         proposals = self.proposer.propose_batch(asks) if asks else []
         return {seq.seq_id: d for (seq, _), d in zip(asks, proposals, strict=True) if d}
-
-    def _draft_len(self, seq: Sequence) -> int:
-        if not self.cfg.adaptive:
-            return self.cfg.num_tokens
-        return self.draft_lens.setdefault(seq, min(self.cfg.initial_tokens, self.cfg.num_tokens))
 
     def accept(self, seq: Sequence, drafts: list[int], tokens: list[int]) -> int:
         """How many leading `drafts` equal the target's own `tokens` (counted in stats). The draft length
@@ -73,9 +62,8 @@ class Speculator:
         self.stats["draft_tokens"] += len(drafts)
         self.stats["accepted_tokens"] += accepted
         if self.cfg.adaptive:
-            length = self.draft_lens[seq]
-            self.draft_lens[seq] = max(1, min(length + 2 if accepted == len(drafts) else length - 1,
-                                              self.cfg.num_tokens))
+            n = self.draft_lens[seq]
+            self.draft_lens[seq] = max(1, min(n + 2 if accepted == len(drafts) else n - 1, self.cfg.num_tokens))
         return accepted
 
     def retain(self, running: Iterable[Sequence]) -> None:
