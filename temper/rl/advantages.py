@@ -25,7 +25,8 @@ def group_indices(group_ids: Sequence[str]) -> list[list[int]]:
 
 
 def grpo(rewards: torch.Tensor, groups: list[list[int]], std_normalize: bool = True, eps: float = 1e-6) -> torch.Tensor:
-    """A_i = (r_i - mean_g) / (std_g + eps), std unbiased (n - 1); without std: Dr. GRPO."""
+    """A_i = (r_i - mean_g) / (std_g + eps), std unbiased (n - 1); without std, Dr. GRPO: A_i = r_i - mean_g (its
+    length bias is removed by the seq_sum_norm aggregation)."""
     adv = torch.zeros_like(rewards)
     for idx in groups:
         r = rewards[idx]
@@ -34,11 +35,6 @@ def grpo(rewards: torch.Tensor, groups: list[list[int]], std_normalize: bool = T
             a = a / (r.std() + eps)
         adv[idx] = a
     return adv
-
-
-def dr_grpo(rewards: torch.Tensor, groups: list[list[int]]) -> torch.Tensor:
-    """Dr. GRPO: A_i = r_i - mean_g; its length bias is removed by the seq_sum_norm aggregation."""
-    return grpo(rewards, groups, std_normalize=False)
 
 
 def rloo(rewards: torch.Tensor, groups: list[list[int]]) -> torch.Tensor:
@@ -79,7 +75,7 @@ def outcome_advantages(rewards: torch.Tensor, groups: list[list[int]], cfg: Adva
     if cfg.estimator == "grpo":
         return grpo(rewards, groups, cfg.std_normalize, cfg.eps)
     if cfg.estimator == "dr_grpo":
-        return dr_grpo(rewards, groups)
+        return grpo(rewards, groups, std_normalize=False)
     if cfg.estimator == "rloo":
         return rloo(rewards, groups)
     if cfg.estimator == "reinforce":

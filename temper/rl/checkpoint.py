@@ -17,6 +17,7 @@ import random
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -27,16 +28,6 @@ from temper.rl import distributed as dist
 from temper.rl.lora import has_lora
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
-
-
-class _StateView:
-    """What `save_model` needs of a model (config + state_dict) for a state dict we already hold."""
-
-    def __init__(self, config: Any, state: dict[str, torch.Tensor]):
-        self.config, self._state = config, state
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return self._state
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -76,7 +67,8 @@ def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], toke
         root.mkdir(parents=True, exist_ok=True)
         tmp = root / f".tmp-{name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        save_model(_StateView(trainer.model.config, policy), tokenizer, tmp / "model")
+        # what save_model needs of a model (config + state_dict), for a state dict we already hold
+        save_model(SimpleNamespace(config=trainer.model.config, state_dict=lambda: policy), tokenizer, tmp / "model")
         state = {
             "optimizer": optim,
             "scheduler": trainer.lr_scheduler.state_dict(),

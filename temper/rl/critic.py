@@ -1,8 +1,5 @@
-"""The critic of GAE: a value head on the policy's final hidden states, per-token advantages and its loss.
-
-It is a linear layer (its state dict is the value head's, as checkpoints hold it) that predicts, at the
-position that predicts each model token, the return from there; zero at the start.
-"""
+"""GAE's critic: a value head (a linear layer, zero at the start) on the final hidden state that predicts each
+model token, the per-token advantages and returns it gives, and its loss."""
 
 import torch
 from torch import nn

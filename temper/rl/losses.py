@@ -83,11 +83,10 @@ def token_weights(lengths: list[int], mode: Aggregation, norm_length: int | None
 def set_loss_weights(mbs: list[MicroBatch], num_samples: int, mode: Aggregation, norm_length: int | None = None
                      ) -> None:
     """values["weight"] of every loss token of the step's micro-batches (of every rank), so that summing
-    weight * loss over them aggregates as `mode`; a token with values["keep"] = 0 counts nowhere."""
+    weight * loss over them aggregates as `mode`; a token with values["keep"] = 0 (fillers') counts nowhere."""
     lengths = torch.zeros(num_samples)
     for mb in mbs:
-        if not mb.filler:
-            lengths.index_add_(0, torch.tensor(mb.sample_ids)[mb.seq_index], mb.values["keep"])
+        lengths.index_add_(0, torch.tensor(mb.sample_ids)[mb.seq_index], mb.values["keep"])
     weights = torch.tensor(token_weights([int(n) for n in dist.all_reduce_sum(lengths).tolist()], mode, norm_length))
     for mb in mbs:
         mb.values["weight"] = weights[torch.tensor(mb.sample_ids)[mb.seq_index]] * mb.values["keep"]

@@ -1,7 +1,5 @@
-"""What a trainer step measured: running sums over its micro-batches, then the figures it reports.
-
-`as_metrics()` flattens them into the dict `temper train` logs as `trainer/<key>` columns of metrics.jsonl.
-"""
+"""What a trainer step measured: running sums over its micro-batches, then the figures it reports; `as_metrics()`
+flattens them into the dict `temper train` logs as `trainer/<key>` columns of metrics.jsonl."""
 
 import time
 from dataclasses import asdict, dataclass, fields

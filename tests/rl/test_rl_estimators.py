@@ -1,15 +1,17 @@
 """Advantage estimators, policy loss, KL, aggregation, off-policy weights and filters against hand-computed values."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
-from temper.rl.advantages import RunningBaseline, dr_grpo, group_indices, grpo, rloo
+from temper.rl.advantages import RunningBaseline, group_indices, grpo, rloo
+from temper.rl.batching import Sample, make_micro_batches
 from temper.rl.config import FilterConfig
 from temper.rl.critic import gae, value_loss
-from temper.rl.filtering import filter_trajectories, overlong_penalty
-from temper.rl.losses import clipped_policy_loss, kl_penalty, token_weights
+from temper.rl.filtering import FilterStats, filter_trajectories, overlong_penalty
+from temper.rl.losses import clipped_policy_loss, kl_penalty, set_loss_weights, token_weights
 from temper.rl.off_policy import importance_weights, mismatch_kl_sums
 from temper.trajectory import Trajectory
 
@@ -26,7 +28,7 @@ def test_grpo_with_and_without_std():
     # group 1: mean .5, unbiased std sqrt(1/3); group 2: mean 3, std sqrt(2)
     s = 0.5 / math.sqrt(1 / 3)
     assert grpo(r, groups, eps=0.0).tolist() == approx([s, -s, -s, s, -1 / math.sqrt(2), 1 / math.sqrt(2)], abs=1e-6)
-    assert dr_grpo(r, groups).tolist() == approx([0.5, -0.5, -0.5, 0.5, -1.0, 1.0])
+    assert grpo(r, groups, std_normalize=False).tolist() == approx([0.5, -0.5, -0.5, 0.5, -1.0, 1.0])  # Dr. GRPO
 
 
 def test_rloo_leave_one_out():
@@ -100,6 +102,20 @@ def test_aggregations():
     assert token_weights([0, 0], "token_mean") == [0.0, 0.0]
 
 
+def test_loss_weights_span_micro_batches_and_skip_masked_tokens_and_fillers():
+    samples = [Sample(torch.arange(4), torch.ones(4)), Sample(torch.arange(3), torch.ones(3))]  # 3 and 2 loss tokens
+    mbs = make_micro_batches(samples, budget=4, packing=True)  # one sequence per micro-batch
+    filler = dataclasses.replace(make_micro_batches(samples[:1], 4, True)[0], filler=True)
+    mbs.append(filler)
+    for mb in mbs:
+        mb.values["keep"] = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0)
+    set_loss_weights(mbs, 2, "seq_mean")
+    assert [mb.values["weight"].tolist() for mb in mbs] == [approx([1 / 6] * 3), approx([1 / 4] * 2), [0.0] * 3]
+    mbs[0].values["keep"][0] = 0.0  # masked (off-policy): sequence 0 now has 2 loss tokens
+    set_loss_weights(mbs, 2, "token_mean")
+    assert [mb.values["weight"].tolist() for mb in mbs] == [[0.0, 0.25, 0.25], [0.25, 0.25], [0.0] * 3]
+
+
 def test_truncated_importance_sampling_token_and_sequence():
     old = torch.zeros(3)
     behaviour = torch.log(torch.tensor([0.5, 2.0, 0.1]))  # ratios pi_old / mu = 2, 0.5, 10
@@ -132,6 +148,7 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_failures():
              _t(0, "c", failure="sandbox_crash")]
     f = filter_trajectories(trajs, FilterConfig())
     assert f.stats.dropped_groups == 2 and f.stats.dropped_failed == 1
+    assert f.stats == FilterStats(dropped_failed=1, dropped_groups=2, masked_overlong=0, kept_trajectories=2)
     assert [t.group_id for t in f.trajectories] == ["c", "c"] and f.groups == [[0, 1]]
     kept_all = filter_trajectories(trajs, FilterConfig(drop_zero_variance=False))
     assert kept_all.stats.dropped_groups == 0 and len(kept_all.trajectories) == 6
