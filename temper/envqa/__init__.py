@@ -4,8 +4,8 @@
     # runs/qa/report.json, summary.md/.html, pass_rates.png, clusters.json, manifest.json
 """
 
-from temper.envqa.config import EnvQAConfig
 from temper.envqa.check_run import run_envqa
+from temper.envqa.config import EnvQAConfig
 from temper.envqa.verdicts import BAD, STRATA, VERDICTS
 
 __all__ = ["BAD", "STRATA", "VERDICTS", "EnvQAConfig", "run_envqa"]

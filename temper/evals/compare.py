@@ -15,8 +15,8 @@ from typing import Any
 
 from temper.errors import TemperError
 from temper.evals.records import ItemRecord, load_records
-from temper.evals.suite_runner import slug
 from temper.evals.stats import paired_bootstrap_difference, unpaired_bootstrap_difference
+from temper.evals.suite_runner import slug
 from temper.evals.summary import task_scores
 
 

@@ -6,8 +6,11 @@ before/after and periodic evaluations.
     run.summary["suites"]["humaneval"]["mean_reward"]
     cmp = compare_runs("runs/eval-0", "runs/eval-1")   # paired per task; cmp.verdict
 
-Priority: evaluation never takes more than `cfg.concurrency` requests at once, and `gate` (an async
-callable awaited before each item) lets the orchestrator hold it back while training rollouts wait.
+`temper train` passes a `BackendSolver` (temper/orchestrator/backend_solver.py: one eval episode per
+item on its rollout workers). Priority: evaluation never has more than `cfg.concurrency` items in
+flight, and `gate` (a factory of async context managers, entered around each item) lets the
+orchestrator run it below training: mid-training evaluations pass `gate=pipeline.low_priority`,
+which grants an item a slot only while training rollouts leave one idle.
 """
 
 import json
@@ -21,8 +24,8 @@ from typing import Any
 from temper.evals.config import EvalConfig
 from temper.evals.records import ItemRecord
 from temper.evals.robustness import noise_pairs
-from temper.evals.suite_runner import Gate, SuiteInput, SuiteRun, resolve, run_suites
 from temper.evals.solvers import Solver
+from temper.evals.suite_runner import Gate, SuiteInput, SuiteRun, resolve, run_suites
 from temper.evals.summary import summarize_suite
 
 log = logging.getLogger("temper.eval")

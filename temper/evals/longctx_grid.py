@@ -18,8 +18,8 @@ from typing import Any
 from temper.envs.registry import parse_spec
 from temper.evals.config import EvalConfig, GridConfig
 from temper.evals.records import ItemRecord
-from temper.evals.suite_runner import Gate, run_suite, slug
 from temper.evals.solvers import Solver
+from temper.evals.suite_runner import Gate, run_suite, slug
 
 DEPTH_KINDS = ("niah", "vartrack")
 

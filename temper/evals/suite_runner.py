@@ -8,8 +8,8 @@ solving an item is an infrastructure failure of that item (recorded, never a wro
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,9 @@ from temper.trajectory import FailureKind
 
 # What `evaluate` accepts as a suite: a spec, a Suite, or a Suite with a chosen list of its tasks.
 SuiteInput = str | Suite | tuple[Suite, list[Task]]
-# Awaited before each item starts: the orchestrator's hook to hold evaluation back while training
-# rollouts wait (lower priority), e.g. `async def gate(): await rollouts_idle.wait()`.
-Gate = Callable[[], Awaitable[None]]
+# Entered around each item (after the concurrency slot): the orchestrator's hook to run evaluation
+# below training rollouts, e.g. `gate=pipeline.low_priority`, an async context manager factory.
+Gate = Callable[[], AbstractAsyncContextManager[object]]
 BATCH = 32  # items per call of a solver that scores in batches (the oracle)
 
 
@@ -90,9 +90,7 @@ async def run_suite(solver: Solver, item: SuiteInput, cfg: EvalConfig, folder: P
     units = [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)] if batched else [[x] for x in todo]
 
     async def one(unit: list[tuple[Task, int]]) -> None:
-        if gate is not None:
-            await gate()
-        async with sem:
+        async with sem, (gate() if gate is not None else nullcontext()):
             start = time.perf_counter()
             with PeakMemory() as mem:
                 outcomes = await _solve(solver, suite, unit, batched)

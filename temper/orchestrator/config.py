@@ -84,7 +84,9 @@ TrainAgent = agent_section(
     episode_timeout_s=600.0)
 
 
-class EvalConfig(ConfigModel):
+class TrainEvalConfig(ConfigModel):
+    """`temper train`'s held-out evaluations, run by the evaluation harness (temper.evals)."""
+
     suite: str | None = DEFAULT_EVAL_SUITE  # held-out tasks; None: no evaluation
     n: int = Field(200, ge=1)  # tasks evaluated (the first n of the suite)
     before: bool = True
@@ -113,7 +115,7 @@ class TrainConfig(ConfigModel):
     engine: EngineConfig = Field(default_factory=lambda: EngineConfig(kv_budget_bytes=512 * 1024**2))
     agent: TrainAgent
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+    eval: TrainEvalConfig = Field(default_factory=TrainEvalConfig)
     max_steps: int = Field(16, ge=0)  # ~11 min on 2 idle cores; the measured gain is in docs/train.md#measured
     out: str | None = None  # run folder; default runs/train-<timestamp>
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)

@@ -16,12 +16,12 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from temper.errors import TemperError
 from temper.orchestrator.backends.protocol import Attempt, Backend
-from temper.orchestrator.config import OrchestratorConfig, RetryConfig
+from temper.orchestrator.config import OrchestratorConfig
 from temper.orchestrator.faults import FaultStats, with_retries
 from temper.orchestrator.replay import ReplayBuffer
 from temper.orchestrator.scheduler import Scheduled, TaskScheduler
@@ -264,27 +264,3 @@ class Pipeline:
         for t in list(self.tasks):
             t.cancel()
         await asyncio.gather(*([self.producer] if self.producer else []), *self.tasks, return_exceptions=True)
-
-
-async def run_eval(backend: Backend, suite_index: int, task_ids: list[str], concurrency: int,
-                   on_done: Callable[[int], Awaitable[None] | None] | None = None,
-                   gate: "Pipeline | None" = None) -> list[Attempt]:
-    """One greedy episode per held-out task, spread over the workers, results in task order. With
-    a `gate` (a running pipeline) each episode waits for capacity training rollouts leave idle."""
-    sem = asyncio.Semaphore(concurrency)
-    done = 0
-
-    async def one(i: int, tid: str) -> Attempt:
-        nonlocal done
-        async with sem, (gate.low_priority() if gate is not None else contextlib.nullcontext()):
-            r = await with_retries(lambda _a: backend.run_episode(i % backend.num_workers, suite_index, tid,
-                                                                  f"eval-{tid}", 0, eval_mode=True),
-                                   RetryConfig(), FaultStats())
-            done += 1
-            if on_done is not None:
-                out = on_done(done)
-                if asyncio.iscoroutine(out):
-                    await out
-            return r
-
-    return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(task_ids))))

@@ -78,13 +78,12 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines += [f"Held-out evaluation: `{summary['eval_suite']}`, correctness only, greedy, 95% bootstrap CIs.", "",
                   "| | n | mean reward | 95% CI |", "|---|---:|---:|---|"]
         for name, r in (("before", b), ("after", a)):
-            if r:
+            if r and r["n"]:  # n = 0: every episode failed (no mean to show)
                 ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
                 lines.append(f"| {name} | {r['n']} | {r['mean_reward']:.3f} | {ci} |")
-        if d:
-            sig = "significant" if d["significant"] else "not significant"
-            lines += ["", f"Paired difference (after - before): {d['mean']:+.3f}, 95% CI "
-                      f"[{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] over {d['n']} tasks ({sig})."]
+        if d and d["diff"] is not None:  # temper.evals.compare.difference
+            lines += ["", f"Difference (after - before, {d['method']} bootstrap, {d['paired']} tasks scored in both): "
+                      f"{d['diff']:+.3f}, 95% CI [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}] ({d['change']})."]
     t = summary.get("training", {})
     if t:
         lines += ["", "| training | value |", "|---|---:|"]

@@ -11,11 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temper.envs import parse_spec
+from temper.envs.suite import Suite
 from temper.errors import TemperError
+from temper.evals.compare import difference
+from temper.evals.config import EvalConfig, EvalSampling
+from temper.evals.harness import evaluate
 from temper.evals.metering import rss_mb
+from temper.evals.suite_runner import Gate
+from temper.evals.summary import task_scores
+from temper.orchestrator.backend_solver import BackendSolver
 from temper.orchestrator.backends import make_backend
 from temper.orchestrator.config import TrainConfig
-from temper.orchestrator.evaluate import EvalResult, difference, evaluate
 from temper.orchestrator.pipeline import Group, Pipeline
 from temper.orchestrator.plots import write_plots
 from temper.orchestrator.progress import Progress
@@ -70,7 +76,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
             before = run.read_json("eval_before.json")
             if eval_suite and cfg.eval.before and before is None:
-                before = await _evaluate(backend, len(suites), eval_tasks, cfg, progress, "before")
+                before = await _evaluate(backend, len(suites), eval_suite, eval_tasks, cfg, run, "before", progress)
                 run.write_json("eval_before.json", before)
                 run.audit("eval", which="before", **{k: v for k, v in before.items() if k != "scores"})
             pipe = Pipeline(cfg.orchestrator, backend, scheduler, store, trainer.policy_version, backlog,
@@ -101,7 +107,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                     await asyncio.to_thread(store.commit_steps, pending, path.name)
                     pending = []
                 if cfg.eval.every and step % cfg.eval.every == 0 and eval_suite and not (mid and not mid.done()):
-                    mid = asyncio.create_task(_mid_eval(backend, len(suites), eval_tasks, cfg, pipe, run, step))
+                    mid = asyncio.create_task(_mid_eval(backend, len(suites), eval_suite, eval_tasks, cfg, pipe, run,
+                                                        step))
                 run.log_metrics(row)
                 trackers.log(row)
                 progress.step(row)
@@ -110,7 +117,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 await mid
             after = None
             if eval_suite and cfg.eval.after:
-                after = await _evaluate(backend, len(suites), eval_tasks, cfg, progress, "after")
+                after = await _evaluate(backend, len(suites), eval_suite, eval_tasks, cfg, run, "after", progress,
+                                        folder=f"after-step-{step}")
                 run.write_json("eval_after.json", after)
                 run.audit("eval", which="after", **{k: v for k, v in after.items() if k != "scores"})
             summary = _summary(cfg, run, store, before, after, time.monotonic() - t0)
@@ -123,22 +131,38 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     return summary
 
 
-async def _evaluate(backend: Any, suite_index: int, tasks: list, cfg: TrainConfig, progress: Progress,
-                    which: str) -> dict[str, Any]:
-    n = len(tasks)
-    result: EvalResult = await evaluate(backend, suite_index, [t.id for t in tasks], cfg.eval.metric,
-                                        cfg.orchestrator.concurrency,
-                                        lambda k: progress.note(f"evaluating {which}: {k}/{n}"))
-    progress.note(f"eval {which}: {result.mean_reward:.3f} [{result.ci_low:.3f}, {result.ci_high:.3f}] (n={result.n})")
-    return {**result.summary(), "scores": result.scores}
+async def _evaluate(backend: Any, suite_index: int, suite: Suite, tasks: list, cfg: TrainConfig, run: RunDir,
+                    which: str, progress: Progress | None = None, gate: Gate | None = None,
+                    folder: str | None = None) -> dict[str, Any]:
+    """One greedy episode per held-out task through the evaluation harness (its records and summary in
+    RUN/eval/<folder>/, resumed from there); returns what eval_<which>.json holds: n, mean_reward,
+    ci_low, ci_high, failed, and scores (task id -> score; None: an infrastructure failure, left out)."""
+    n, done = len(tasks), 0
+
+    def solved() -> None:
+        nonlocal done
+        done += 1
+        progress.note(f"evaluating {which}: {done}/{n}")  # the live table is training's: no second bar
+
+    solver = BackendSolver(backend, suite_index, cfg.eval.metric, cfg.model, solved if progress is not None else None)
+    settings = EvalConfig(concurrency=cfg.orchestrator.concurrency, progress=False,
+                          sampling=EvalSampling(temperature=cfg.eval.temperature))
+    result = await evaluate(solver, [(suite, tasks)], settings, run.path / "eval" / (folder or which), gate=gate,
+                            report=False)
+    (suite_run,) = result.suites.values()
+    s, scores = result.summary["suites"][suite_run.spec], task_scores(suite_run.records)
+    out = {"n": s["n"], "mean_reward": s["mean_reward"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
+           "failed": s["infra_failures"], "scores": {t.id: scores.get(t.id) for t in tasks}}
+    if progress is not None and out["n"]:
+        progress.note(f"eval {which}: {out['mean_reward']:.3f} [{out['ci_low']:.3f}, {out['ci_high']:.3f}] (n={n})")
+    return out
 
 
-async def _mid_eval(backend: Any, suite_index: int, tasks: list, cfg: TrainConfig, pipe: Pipeline, run: RunDir,
-                    step: int) -> None:
+async def _mid_eval(backend: Any, suite_index: int, suite: Suite, tasks: list, cfg: TrainConfig, pipe: Pipeline,
+                    run: RunDir, step: int) -> None:
     """Held-out evaluation while training goes on; its episodes only use capacity rollouts leave idle."""
-    r = await evaluate(backend, suite_index, [t.id for t in tasks], cfg.eval.metric, cfg.orchestrator.concurrency,
-                       gate=pipe)
-    run.audit("eval", which=f"step {step}", **r.summary())
+    r = await _evaluate(backend, suite_index, suite, tasks, cfg, run, f"step-{step}", gate=pipe.low_priority)
+    run.audit("eval", which=f"step {step}", **{k: v for k, v in r.items() if k != "scores"})
 
 
 def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: Any, step_s: float, train_s: float,
@@ -169,8 +193,9 @@ def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, a
              wall_s: float) -> dict[str, Any]:
     rows = run.metrics()
     diff = None
-    if before and after:
-        diff = difference(EvalResult(**after), EvalResult(**before))
+    if before and after:  # after - before: a paired bootstrap over the tasks both scored
+        scored_before, scored_after = ({k: v for k, v in e["scores"].items() if v is not None} for e in (before, after))
+        diff = difference(scored_before, scored_after)
     summary = {
         "run": str(run.path), "model": cfg.model, "suites": [s.spec for s in cfg.suites], "eval_suite": cfg.eval.suite,
         "backend": cfg.orchestrator.backend, "max_staleness": cfg.orchestrator.max_staleness,

@@ -1,7 +1,8 @@
-"""The runner's task window (start, limit), the priority gate awaited before every item, bounded
+"""The runner's task window (start, limit), the priority gate held around every item, bounded
 concurrency, and a solver exception recorded as an infrastructure failure of its item only."""
 
 import asyncio
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from temper.envs import parse_spec
@@ -14,10 +15,11 @@ SPEC = "longctx:task=niah,length=100,n=12,haystack=generated"
 
 def test_window_gate_concurrency_and_failures(tmp_path: Path) -> None:
     tasks = parse_spec(SPEC).tasks()
-    in_flight, peak, gate_calls = 0, 0, []
+    in_flight, peak, gate_calls, held, inside = 0, 0, [], 0, []
 
     async def answer(task, sample):
         nonlocal in_flight, peak
+        inside.append(held > in_flight)  # this item, like every one in flight, holds the gate
         in_flight += 1
         peak = max(peak, in_flight)
         await asyncio.sleep(0.01)
@@ -26,14 +28,21 @@ def test_window_gate_concurrency_and_failures(tmp_path: Path) -> None:
             raise RuntimeError("the harness broke")
         return f"<answer>{task.oracle}</answer>"
 
-    async def gate() -> None:  # what the orchestrator passes to hold evaluation back
+    @asynccontextmanager
+    async def gate():  # what the orchestrator passes to run evaluation below training (Pipeline.low_priority)
+        nonlocal held
         gate_calls.append(1)
+        held += 1
+        try:
+            yield
+        finally:
+            held -= 1
 
     cfg = EvalConfig(progress=False, start=4, limit=5, samples=2, concurrency=3)
     run = asyncio.run(evaluate(AnswerSolver(answer), [SPEC], cfg, tmp_path, gate=gate))
     records = run.records[SPEC]
     assert {r.task_id for r in records} == {t.id for t in tasks[4:9]} and len(records) == 10
-    assert len(gate_calls) == 10 and peak == 3
+    assert len(gate_calls) == 10 and peak == 3 and all(inside) and held == 0
     failed = [r for r in records if not r.ok]
     assert {r.task_id for r in failed} == {tasks[6].id} and failed[0].failure == "worker_error"
     assert "the harness broke" in failed[0].error

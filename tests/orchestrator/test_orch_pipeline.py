@@ -10,7 +10,7 @@ from orch_helpers import metrics, run_tiny
 
 def learned(summary: dict) -> bool:
     return summary["after"]["mean_reward"] > summary["before"]["mean_reward"] + 0.3 and summary["difference"][
-        "significant"]
+        "change"] == "improved"
 
 
 def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: Path) -> None:
@@ -26,7 +26,12 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
     s = json.loads((out / "summary.json").read_text())
     for side in ("before", "after"):
         assert set(s[side]) >= {"n", "mean_reward", "ci_low", "ci_high"} and s[side]["n"] == 64
-    assert set(s["difference"]) >= {"mean", "ci_low", "ci_high"}
+    d = s["difference"]  # temper.evals.compare.difference: after - before, paired per task
+    assert set(d) >= {"diff", "ci_low", "ci_high", "change"} and (d["method"], d["paired"]) == ("paired", 64)
+    # the harness's own folders (summary.json, items.jsonl), which `temper compare` reads
+    for which in ("before", "after-step-30"):
+        (items,) = (out / "eval" / which / "suites").glob("*/items.jsonl")
+        assert (out / "eval" / which / "summary.json").is_file() and len(items.read_text().splitlines()) == 64
 
 
 def test_asynchronous_run_learns_and_observes_bounded_staleness(toy_model: Path, tmp_path: Path) -> None:

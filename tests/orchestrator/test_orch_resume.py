@@ -68,6 +68,8 @@ def test_kill9_then_resume_loses_nothing_and_counts_nothing_twice(toy_model: Pat
             assert after[tid] == (status, step)
     audit = [json.loads(x) for x in (out / "audit.jsonl").read_text().splitlines()]
     (resume,) = [a for a in audit if a["kind"] == "resume"]
+    # the before evaluation ran once (the resumed process read eval_before.json), the after one at the end
+    assert [a["which"] for a in audit if a["kind"] == "eval"] == ["before", "after"]
 
     # The summary's counters cover both processes: they are the store's totals, the killed run's included.
     training = json.loads((out / "summary.json").read_text())["training"]
