@@ -16,12 +16,12 @@ from typing import Any
 import torch
 
 from temper.agent import AgentConfig, run_episode
-from temper.envs import Suite, Task
+from temper.envs import Suite, Task, parse_spec
 from temper.generation import Completion, SamplingParams
 from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.config import FaultConfig
 from temper.orchestrator.faults import FaultInjector
-from temper.policy import Policy
+from temper.policy import Policy, open_policy
 
 
 class GatedClient:
@@ -87,12 +87,21 @@ class WorkerSpec:
 
 class RolloutWorker:
     def __init__(self, policy: Policy, suites: list[Suite], spec: WorkerSpec):
-        self.client = GatedClient(policy.client, spec.partial_rollouts)
+        self.policy, self.client = policy, GatedClient(policy.client, spec.partial_rollouts)
         self.tokenizer, self.sandboxes = policy.tokenizer, policy.sandboxes
         self.suites, self.spec = suites, spec
         self.tasks: list[dict[str, Task]] = [{t.id: t for t in s.tasks()} for s in suites]
         self.faults = FaultInjector(spec.faults, spec.salt)
         self.stats = {"episodes": 0, "sandbox_episodes": 0, "started": time.monotonic()}
+
+    @classmethod
+    def start(cls, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec,
+              sandbox: Any = None) -> "RolloutWorker":
+        """A worker on a policy of its own (local and Ray backends): `model` on an in-process engine,
+        with a sandbox pool on `sandbox` (a SandboxConfig) when a suite needs one. Close `worker.policy`."""
+        suites = [parse_spec(s) for s in suite_specs]
+        policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites), sandbox=sandbox)
+        return cls(policy, suites, spec)
 
     async def run_episode(self, suite_index: int, task_id: str, group_id: str, index: int,
                           eval_mode: bool = False) -> Attempt:

@@ -2,22 +2,15 @@
 
 from typing import Any
 
-from temper.envs import parse_spec
 from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
-from temper.policy import open_policy
 
 
 class LocalBackend:
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int = 1,
                  sandbox: Any = None):
-        self.workers, self.policies = [], []
-        for i in range(num_workers):
-            suites = [parse_spec(s) for s in suite_specs]
-            policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites),
-                                 sandbox=sandbox)
-            self.policies.append(policy)
-            self.workers.append(RolloutWorker(policy, suites, spec.salted(i)))
+        self.workers = [RolloutWorker.start(model, engine_cfg, suite_specs, spec.salted(i), sandbox)
+                        for i in range(num_workers)]
         self.num_workers = num_workers
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
@@ -32,5 +25,5 @@ class LocalBackend:
         return sum_counters(w.counters() for w in self.workers)
 
     def close(self) -> None:
-        for policy in self.policies:
-            policy.close()
+        for w in self.workers:
+            w.policy.close()

@@ -32,14 +32,8 @@ class RolloutActor:
                  threads: int):
         import torch
 
-        from temper.envs import parse_spec
-        from temper.policy import open_policy
-
         torch.set_num_threads(max(1, threads))
-        suites = [parse_spec(s) for s in suite_specs]
-        self.policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites),
-                                  sandbox=sandbox)
-        self.worker = RolloutWorker(self.policy, suites, spec)
+        self.worker = RolloutWorker.start(model, engine_cfg, suite_specs, spec, sandbox)
 
     def pid(self) -> int:
         return os.getpid()
@@ -55,7 +49,7 @@ class RolloutActor:
         return self.worker.counters()
 
     async def close(self) -> None:
-        self.policy.close()
+        self.worker.policy.close()
 
 
 class RayBackend:
