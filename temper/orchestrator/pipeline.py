@@ -8,6 +8,7 @@ when its new weights are published, so with max_staleness = 0 rollout and traini
 Every finished group is committed to the store before it can be taken; `next_batch` hands
 the trainer the oldest complete groups, drops any that lag more than max_staleness versions
 (refilled, never trained on), and mixes in replayed groups at the configured ratio.
+The run's counts (groups by outcome, failures, retries) are the store's: nothing here counts.
 """
 
 import asyncio
@@ -16,15 +17,15 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 from temper.errors import TemperError
 from temper.orchestrator.backends.protocol import Attempt, Backend
 from temper.orchestrator.config import OrchestratorConfig
 from temper.orchestrator.faults import FaultStats, with_retries
 from temper.orchestrator.replay import ReplayBuffer
-from temper.orchestrator.scheduler import Scheduled, TaskScheduler
+from temper.orchestrator.scheduler import ScheduledGroup, TaskScheduler
 from temper.orchestrator.store import Store
 from temper.trajectory import FailureKind, Trajectory
 
@@ -32,11 +33,7 @@ from temper.trajectory import FailureKind, Trajectory
 @dataclass
 class Group:
     id: str
-    task_id: str
-    domain: str
     trajectories: list[Trajectory]
-    started_version: int
-    done_at: float = 0.0
 
     def staleness(self, version: int) -> int:
         vs = [t.min_version() for t in self.trajectories if t.trainable and t.min_version() >= 0]
@@ -59,19 +56,6 @@ class Batch:
         return [t for g in [*self.groups, *self.replayed] for t in g.trajectories]
 
 
-@dataclass
-class Counters:
-    started: int = 0
-    completed: int = 0
-    filtered: int = 0  # zero-variance groups dropped by dynamic sampling
-    failed_groups: int = 0  # no trainable episode left after retries
-    stale: int = 0
-    episodes: int = 0
-    failed_episodes: int = 0  # masked out of training
-    max_staleness_seen: int = 0
-    faults: FaultStats = field(default_factory=FaultStats)
-
-
 class Pipeline:
     def __init__(self, cfg: OrchestratorConfig, backend: Backend, scheduler: TaskScheduler, store: Store,
                  version: int = 0, backlog: list[Group] | None = None, seed: int = 0):
@@ -82,7 +66,6 @@ class Pipeline:
         self.taken = 0  # groups taken since the last publish (their budget is still in use)
         self.refills = 0  # zero-variance groups dropped for the current step
         self.low_running = 0  # lower-priority (evaluation) episodes running
-        self.counters = Counters()
         self.replay = ReplayBuffer(cfg.replay, random.Random(seed)) if cfg.replay.enabled else None
         self.changed = asyncio.Condition()
         self.tasks: set[asyncio.Task] = set()
@@ -110,8 +93,7 @@ class Pipeline:
                                 break
                         await self.changed.wait()
                     self.running += 1
-                    self.counters.started += 1
-                t = asyncio.create_task(self._run_group(sched, self.version))
+                t = asyncio.create_task(self._run_group(sched))
                 self.tasks.add(t)
                 t.add_done_callback(self.tasks.discard)
         except asyncio.CancelledError:
@@ -125,60 +107,62 @@ class Pipeline:
         busy = self.running * self.cfg.group_size + self.low_running
         return busy + self.cfg.group_size <= max(self.cfg.concurrency, self.cfg.group_size)
 
-    async def _run_group(self, sched: Scheduled, version: int) -> None:
-        n, task = self.cfg.group_size, sched.task
-        gid = f"{task.id}-{uuid.uuid4().hex[:8]}"
-        worker = self.rr % self.backend.num_workers
+    async def _run_group(self, sched: ScheduledGroup) -> None:
+        """One group, in three steps: run its episodes, classify it, commit it."""
+        worker = self.rr % self.backend.num_workers  # taken before any await: groups go round robin in start order
         self.rr += 1
-        await asyncio.to_thread(self.store.start_group, gid, task.id, task.domain, n)
+        task, gid = sched.task, f"{sched.task.id}-{uuid.uuid4().hex[:8]}"
+        await asyncio.to_thread(self.store.start_group, gid, task.id, task.domain, self.cfg.group_size)
+        results = await self._run_episodes(sched, gid, worker)
+        group = Group(gid, [self._one(r, task.id, gid, k) for k, r in enumerate(results)])
+        status = await self._classify(sched, group, results)
+        await self._commit(sched, group, status, [r.attempts for r in results])
 
-        async def episode(k: int) -> Attempt:
-            async def attempt(i: int) -> Attempt:
-                return await self.backend.run_episode(worker, sched.suite_index, task.id, gid, k)
+    async def _run_episodes(self, sched: ScheduledGroup, gid: str, worker: int) -> list[Attempt]:
+        """The group's n episodes on one worker, each retried on infrastructure failures."""
+        def episode(k: int) -> Callable[[int], Awaitable[Attempt]]:
+            return lambda _try: self.backend.run_episode(worker, sched.suite_index, sched.task.id, gid, k)
 
-            return await with_retries(attempt, self.cfg.retry, self.counters.faults)
+        return list(await asyncio.gather(*(with_retries(episode(k), self.cfg.retry, FaultStats())
+                                           for k in range(self.cfg.group_size))))
 
-        results = await asyncio.gather(*(episode(k) for k in range(n)))
-        trajs = [self._one(r, task.id, gid, k) for k, r in enumerate(results)]
-        group = Group(gid, task.id, task.domain, trajs, version, time.time())
-        bad = [r for r in results if r.failure is not None]
-        if bad:  # out of retries: quarantine the task, report it; its episodes carry no loss
+    async def _classify(self, sched: ScheduledGroup, group: Group, results: list[Attempt]) -> str:
+        """complete; filtered (zero variance: dynamic sampling refills it, up to max_refills a step);
+        failed (no trainable episode). An episode out of retries quarantines its task on the way."""
+        bad = next((r for r in results if r.failure is not None), None)
+        if bad is not None:  # report it; its episodes carry no loss
+            task = sched.task
             self.scheduler.quarantine(task.id)
-            self.counters.faults.quarantined.append(task.id)
-            await asyncio.to_thread(self.store.quarantine, task.id, task.domain, bad[0].failure.value,
-                                    bad[0].attempts, bad[0].message)
+            await asyncio.to_thread(self.store.quarantine, task.id, task.domain, bad.failure.value, bad.attempts,
+                                    bad.message)
             if self.scheduler.exhausted() and self.error is None:  # one bad task never stops a run; all of them do
                 self.error = TemperError(f"every training task is quarantined after infrastructure failures; "
-                                         f"last: task {task.id}: {bad[0].failure.value}: {bad[0].message}")
+                                         f"last: task {task.id}: {bad.failure.value}: {bad.message}")
         rewards = group.rewards
-        status = "complete"
         if not rewards:
-            status = "failed"
-        elif self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refills < self.cfg.max_refills:
-            status = "filtered"
-        # Count the episodes in the same step as the write is submitted, and see the write through even
-        # if stop() cancels this task meanwhile: the counters never disagree with what the store holds.
-        c = self.counters
-        c.episodes += n
-        c.failed_episodes += sum(t.failure is not None for t in trajs)
+            return "failed"
+        if self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refills < self.cfg.max_refills:
+            return "filtered"
+        return "complete"
+
+    async def _commit(self, sched: ScheduledGroup, group: Group, status: str, attempts: list[int]) -> None:
+        """Write the group to the store, then hand it over (complete) or count a refill (filtered),
+        and give its suite slots back. The write is seen through even if stop() cancels this task
+        meanwhile: the store, which the run's counts come from, never misses a finished group."""
         write = asyncio.ensure_future(
-            asyncio.to_thread(self.store.finish_group, gid, trajs, status, [r.attempts for r in results]))
+            asyncio.to_thread(self.store.finish_group, group.id, group.trajectories, status, attempts))
         try:
             await asyncio.shield(write)
         finally:
             if not write.done():
                 await write
-        self.scheduler.release(sched, rewards or None)
+        self.scheduler.release(sched, group.rewards or None)
         async with self.changed:
             self.running -= 1
             if status == "complete":
-                c.completed += 1
                 self.ready.append(group)
             elif status == "filtered":
-                c.filtered += 1
                 self.refills += 1
-            else:
-                c.failed_groups += 1
             self.changed.notify_all()
 
     @staticmethod
@@ -215,7 +199,6 @@ class Pipeline:
                 g = self.ready.popleft()
                 if g.staleness(self.version) > self.cfg.max_staleness:
                     stale.append(g.id)  # never trained on; its budget goes to a refill
-                    self.counters.stale += 1
                     continue
                 taken.append(g)
                 self.taken += 1
@@ -224,10 +207,9 @@ class Pipeline:
             await asyncio.to_thread(self.store.mark_stale, stale)
         replayed = self.replay.draw(n_replay) if self.replay is not None else []
         st = [g.staleness(self.version) for g in taken]  # fresh data only: replay is off-policy by design
-        self.counters.max_staleness_seen = max([self.counters.max_staleness_seen, *st])
         return Batch(taken, replayed, st, time.monotonic() - start)
 
-    async def published(self, version: int, batch: Batch, advantages: dict[str, float] | None = None) -> None:
+    async def published(self, version: int, batch: Batch) -> None:
         """New weights are live: release the finished step's staleness budget."""
         if self.replay is not None:
             for g in batch.groups:
@@ -251,9 +233,6 @@ class Pipeline:
             async with self.changed:
                 self.low_running -= 1
                 self.changed.notify_all()
-
-    def depth(self) -> dict[str, int]:
-        return {"running": self.running, "ready": len(self.ready), "budget": self.budget_left()}
 
     async def stop(self) -> None:
         async with self.changed:

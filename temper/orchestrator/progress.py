@@ -9,8 +9,8 @@ from rich.live import Live
 from rich.table import Table
 
 COLUMNS = [("step", "{:.0f}"), ("reward", "{:.3f}"), ("pass_rate", "{:.2f}"), ("rollout_tok_s", "{:.1f}"),
-           ("train_tok_s", "{:.1f}"), ("staleness", "{:.2f}"), ("queue", "{:.0f}"), ("sandbox_exec_s", "{:.2f}"),
-           ("failures", "{:.0f}"), ("eta_s", "{:.0f}")]
+           ("train_tok_s", "{:.1f}"), ("staleness", "{:.2f}"), ("queue", "{:.0f}"),
+           ("sandbox_episodes_per_s", "{:.2f}"), ("failures", "{:.0f}"), ("eta_s", "{:.0f}")]
 
 
 class Progress:

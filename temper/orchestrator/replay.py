@@ -23,7 +23,6 @@ class ReplayBuffer:
     def __init__(self, cfg: ReplayConfig, rng: random.Random):
         self.cfg, self.rng = cfg, rng
         self.items: list[tuple[float, Any]] = []  # (signal, group)
-        self.replayed = 0
 
     def __len__(self) -> int:
         return len(self.items)
@@ -44,5 +43,4 @@ class ReplayBuffer:
         if k <= 0 or not self.items:
             return []
         picked = self.rng.choices(self.items, weights=[s for s, _ in self.items], k=k)
-        self.replayed += k
         return [g for _, g in picked]

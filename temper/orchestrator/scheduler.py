@@ -40,7 +40,9 @@ class SuiteSlot:
 
 
 @dataclass
-class Scheduled:
+class ScheduledGroup:
+    """A group the scheduler picked: its task, its suite, and the episode slots reserved there."""
+
     task: Task
     suite_index: int
     episodes: int
@@ -71,7 +73,7 @@ class TaskScheduler:
         return sched
 
     # ---- picking ---------------------------------------------------------------------------
-    def next(self, episodes: int) -> Scheduled | None:
+    def next(self, episodes: int) -> ScheduledGroup | None:
         """The next group's task, with `episodes` slots reserved in its suite; None when every suite
         with tasks is at its concurrency limit."""
         total_w = sum(s.cfg.weight for s in self.suites)
@@ -89,7 +91,7 @@ class TaskScheduler:
         slot = self.suites[i]
         slot.started += 1
         slot.in_flight += episodes
-        return Scheduled(task, i, episodes)
+        return ScheduledGroup(task, i, episodes)
 
     def _take(self, slot: SuiteSlot) -> Task | None:
         for _ in range(2 * len(slot.order) + 1):
@@ -104,7 +106,7 @@ class TaskScheduler:
         return None
 
     # ---- feedback --------------------------------------------------------------------------
-    def release(self, s: Scheduled, rewards: list[float] | None) -> None:
+    def release(self, s: ScheduledGroup, rewards: list[float] | None) -> None:
         """The group finished (rewards of its trainable episodes) or was abandoned (None)."""
         self.suites[s.suite_index].in_flight -= s.episodes
         if rewards:

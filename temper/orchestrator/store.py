@@ -161,10 +161,11 @@ class Store:
         rows = self._rows("SELECT task_id, domain, kind, attempts, message FROM quarantine ORDER BY created")
         return [dict(zip(("task_id", "domain", "kind", "attempts", "message"), r, strict=True)) for r in rows]
 
-    def training_counts(self) -> dict[str, int]:
-        """The run's training counters over all its processes (a resumed run included): groups by
-        outcome, episodes, retries and failed tries by kind, the largest staleness trained on.
-        Groups that a crash left in flight were dropped by `recover`, which recorded how many."""
+    def group_counts(self) -> dict[str, int]:
+        """The run's counts so far, over all its processes (a resumed run included): groups by
+        outcome, episodes, failed episodes and retries. Columns only, no trajectory is parsed (a
+        metrics row reads them every step). Groups that a crash left in flight were dropped by
+        `recover`, which recorded how many."""
         g = self._rows("SELECT COUNT(*), COALESCE(SUM(ok), 0), COALESCE(SUM(filtered), 0), COALESCE(SUM(stale), 0), "
                        "COALESCE(SUM(failed), 0) FROM (SELECT MAX(status IN ('complete', 'consumed', 'stale')) ok, "
                        "MAX(status = 'filtered') filtered, MAX(status = 'stale') stale, MIN(status = 'failed') failed "
@@ -173,13 +174,16 @@ class Store:
                              "WHERE kind = 'recover'")[0][0]
         e = self._rows("SELECT COUNT(*), COALESCE(SUM(status = 'failed'), 0), COALESCE(SUM(attempts - 1), 0) "
                        "FROM trajectories WHERE status != 'in_flight'")[0]
+        return {"groups_started": g[0] + dropped, "groups_completed": g[1], "groups_filtered": g[2],
+                "groups_stale": g[3], "groups_failed": g[4], "groups_dropped_in_flight": dropped,
+                "episodes": e[0], "failed_episodes": e[1], "retries": e[2]}
+
+    def training_counts(self) -> dict[str, int]:
+        """`group_counts`, the largest staleness trained on and the failed tries by kind."""
         staleness = self._rows("SELECT COALESCE(MAX(json_extract(metrics, '$.staleness_max')), 0) FROM steps")[0][0]
         kinds = self._rows("SELECT f.value, COUNT(*) FROM trajectories, "
                            "json_each(json_extract(data, '$.info.failed_tries')) f GROUP BY f.value ORDER BY 1")
-        return {"groups_started": g[0] + dropped, "groups_completed": g[1], "groups_filtered": g[2],
-                "groups_stale": g[3], "groups_failed": g[4], "groups_dropped_in_flight": dropped,
-                "episodes": e[0], "failed_episodes": e[1], "retries": e[2], "max_staleness_seen": int(staleness),
-                **{f"failures_{k}": n for k, n in kinds}}
+        return {**self.group_counts(), "max_staleness_seen": int(staleness), **{f"failures_{k}": n for k, n in kinds}}
 
     # ---- resume ----------------------------------------------------------------------------
     def recover(self, committed_step: int) -> dict[str, int]:

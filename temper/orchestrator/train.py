@@ -58,7 +58,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     else:
         store.recover(0)
         run.audit("start", config=cfg.model_dump(mode="json"))
-    backlog = [Group(g, "", "", store.group(g), trainer.policy_version) for g in store.complete_groups()]
+    backlog = [Group(g, store.group(g)) for g in store.complete_groups()]
     specs = [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else [])
     trackers = Trackers(cfg.logging, run.path, cfg.model_dump(mode="json"))  # a missing package fails here
     progress = Progress(cfg.max_steps, cfg.logging.progress)
@@ -167,7 +167,7 @@ async def _mid_eval(backend: Any, suite_index: int, suite: Suite, tasks: list, c
 
 def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: Any, step_s: float, train_s: float,
          cfg: TrainConfig, t0: float) -> dict[str, Any]:
-    c, counters = pipe.counters, backend.counters()
+    c, counters = pipe.store.group_counts(), backend.counters()  # the run so far, resumed processes included
     rewards = [t.reward for t in batch.trajectories if t.trainable]
     passed = [t.reward_components.get(cfg.eval.metric, t.reward) for t in batch.trajectories if t.trainable]
     elapsed = time.monotonic() - t0
@@ -177,9 +177,10 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         "train_tok_s": m.get("tokens", 0.0) / max(train_s, 1e-9),
         "staleness": sum(batch.staleness) / max(1, len(batch.staleness)),
         "staleness_max": max(batch.staleness, default=0), "queue": len(pipe.ready), "running": pipe.running,
-        "sandbox_exec_s": counters.get("sandbox_episodes", 0.0) / max(elapsed, 1e-9),
-        "failures": c.failed_episodes, "retries": c.faults.retries, "quarantined": len(c.faults.quarantined),
-        "filtered_groups": c.filtered, "stale_groups": c.stale, "replayed_groups": len(batch.replayed),
+        "sandbox_episodes_per_s": counters.get("sandbox_episodes", 0.0) / max(elapsed, 1e-9),
+        "failures": c["failed_episodes"], "retries": c["retries"], "quarantined": len(pipe.store.quarantined()),
+        "filtered_groups": c["groups_filtered"], "stale_groups": c["groups_stale"],
+        "replayed_groups": len(batch.replayed),
         "batch_wait_s": batch.wait_s, "train_s": train_s, "step_s": step_s, "elapsed_s": elapsed,
         "rss_mb": rss_mb(),
         "eta_s": (cfg.max_steps - step) * elapsed / max(1, step),

@@ -61,7 +61,7 @@ def _spawner() -> None:
             fut.set_exception(exc)
 
 
-class Supervisor:
+class SupervisorHandle:
     def __init__(self, cfg: SandboxConfig, mode: str, sandbox_id: str, template_key: str | None):
         self.config, self.mode, self.id = cfg, mode, sandbox_id
         self._proc: subprocess.Popen | None = None

@@ -20,7 +20,7 @@ from temper.sandbox import layout, modes, stage
 from temper.sandbox.audit import AuditLog, sha256
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed
-from temper.sandbox.host import Supervisor
+from temper.sandbox.host import SupervisorHandle
 from temper.sandbox.result import ExecResult, FileEntry
 
 SHELL = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
@@ -39,12 +39,12 @@ class Sandbox:
         self.template: Path | None = Path(tpl) if tpl is not None else None
         self._lock = threading.RLock()
         self.warm = False  # set by a pool when it served this sandbox already started
-        self._sup: Supervisor | None = None
+        self._sup: SupervisorHandle | None = None
         self._start()
 
     def _start(self) -> None:
         key = self._stage(self.template)
-        self._sup = Supervisor(self.config, self.mode, self.id, key)
+        self._sup = SupervisorHandle(self.config, self.mode, self.id, key)
         self.template_key = key
         self._audit("create", mode=self.mode, template=str(self.template) if self.template else None,
                     template_key=key, limits=self.config.limits.model_dump(), cgroups=self.cgroup_controllers,
@@ -183,7 +183,7 @@ class Sandbox:
             sup, self._sup = self._sup, None
             sup.stop()
 
-    def _live(self) -> Supervisor:
+    def _live(self) -> SupervisorHandle:
         if self._sup is None:
             raise SandboxCrashed(f"sandbox {self.id}: closed")
         return self._sup

@@ -22,7 +22,7 @@ RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nproc": resour
            "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE}
 
 
-class Supervisor:
+class SupervisorServer:
     def __init__(self, init: dict, bpf: bytes):
         self.init = init
         self.cpu_s: int = init["cpu_s"]
@@ -143,7 +143,7 @@ def main() -> None:
     if first is None:
         return
     try:
-        sup = Supervisor(*first)
+        sup = SupervisorServer(*first)
     except Exception as exc:
         wire.send(out, {"error": f"sandbox set-up failed: {exc}"})
         return
