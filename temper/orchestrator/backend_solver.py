@@ -13,7 +13,7 @@ from temper.envs.task import Task
 from temper.evals.solvers import Outcome
 from temper.orchestrator.backends.protocol import Backend
 from temper.orchestrator.config import RetryConfig
-from temper.orchestrator.faults import FaultStats, with_retries
+from temper.orchestrator.faults import with_retries
 from temper.trajectory import FailureKind
 
 
@@ -30,7 +30,7 @@ class BackendSolver:
         worker = next(self._turn) % self.backend.num_workers
         a = await with_retries(lambda _: self.backend.run_episode(worker, self.suite_index, task.id,
                                                                   f"eval-{task.id}", 0, eval_mode=True),
-                               RetryConfig(), FaultStats())
+                               RetryConfig())
         if self.on_solved is not None:
             self.on_solved()
         if a.failure is not None or not a.trajectories:

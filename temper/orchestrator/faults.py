@@ -9,7 +9,6 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from temper.envs import Environment, Observation, Reward
 from temper.envs.env import StepResult
@@ -22,16 +21,9 @@ class InjectedWorkerError(RuntimeError):
     """Raised on purpose inside a rollout worker (fault injection)."""
 
 
-@dataclass
-class FaultStats:
-    retries: int = 0
-    failures: Counter = field(default_factory=Counter)  # failure kind -> failed attempts
-    injected: Counter = field(default_factory=Counter)  # what fault injection did
-    quarantined: list[str] = field(default_factory=list)
-
-
-async def with_retries(run: Callable[[int], Awaitable[Attempt]], cfg: RetryConfig, stats: FaultStats) -> Attempt:
-    """Call `run(attempt)` until it returns no infrastructure failure or the attempts run out."""
+async def with_retries(run: Callable[[int], Awaitable[Attempt]], cfg: RetryConfig) -> Attempt:
+    """Call `run(attempt)` until it returns no infrastructure failure or the attempts run out; the
+    failed tries are listed on the result (the store counts them, and the retries, from there)."""
     delay = cfg.backoff_s
     result = Attempt([], 0, FailureKind.WORKER_ERROR, "never ran")
     failed: list[str] = []
@@ -44,9 +36,7 @@ async def with_retries(run: Callable[[int], Awaitable[Attempt]], cfg: RetryConfi
         if result.failure is None:
             return result
         failed.append(result.failure.value)
-        stats.failures[result.failure.value] += 1
         if attempt < cfg.max_attempts:
-            stats.retries += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, cfg.backoff_max_s)
     return result

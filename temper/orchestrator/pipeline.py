@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from temper.errors import TemperError
 from temper.orchestrator.backends.protocol import Attempt, Backend
 from temper.orchestrator.config import OrchestratorConfig
-from temper.orchestrator.faults import FaultStats, with_retries
+from temper.orchestrator.faults import with_retries
 from temper.orchestrator.replay import ReplayBuffer
 from temper.orchestrator.scheduler import ScheduledGroup, TaskScheduler
 from temper.orchestrator.store import Store
@@ -123,7 +123,7 @@ class Pipeline:
         def episode(k: int) -> Callable[[int], Awaitable[Attempt]]:
             return lambda _try: self.backend.run_episode(worker, sched.suite_index, sched.task.id, gid, k)
 
-        return list(await asyncio.gather(*(with_retries(episode(k), self.cfg.retry, FaultStats())
+        return list(await asyncio.gather(*(with_retries(episode(k), self.cfg.retry)
                                            for k in range(self.cfg.group_size))))
 
     async def _classify(self, sched: ScheduledGroup, group: Group, results: list[Attempt]) -> str:

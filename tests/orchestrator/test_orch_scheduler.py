@@ -40,7 +40,7 @@ def test_curriculum_retires_easy_parks_hopeless_and_skips_quarantined() -> None:
     s.release(b, [0.0, 0.0])  # hopeless for now
     s.release(c, [0.5, 0.0])
     s.quarantine(c.task.id)
-    assert s.pools()["retired"] == 1 and s.pools()["parked"] == 1 and s.pools()["quarantined"] == 1
+    assert s.pools() == {"new": 97, "hard": 0, "medium": 0, "easy": 0, "retired": 1, "parked": 1, "quarantined": 1}
     seen = set()
     for _ in range(300):
         g = s.next(1)
