@@ -17,7 +17,7 @@ from temper.rl.config import CheckpointConfig, FilterConfig, OptimConfig, RLConf
 from temper.runtime import RuntimeConfig
 
 DEFAULT_SUITE = "arithmetic:op=add,digits=2,n=2000,seed=1"
-DEFAULT_EVAL_SUITE = "arithmetic:op=add,digits=2,n=200,seed=9001"
+DEFAULT_EVAL_SUITE = "arithmetic:op=add,digits=2,n=205,seed=9001"  # 200 distinct problems
 
 
 class SuiteConfig(ConfigModel):
@@ -88,7 +88,7 @@ class TrainEvalConfig(ConfigModel):
     """`temper train`'s held-out evaluations, run by the evaluation harness (temper.evals)."""
 
     suite: str | None = DEFAULT_EVAL_SUITE  # held-out tasks; None: no evaluation
-    n: int = Field(200, ge=1)  # tasks evaluated (the first n of the suite)
+    n: int = Field(200, ge=1)  # tasks evaluated (the first n distinct tasks of the suite)
     before: bool = True
     after: bool = True
     temperature: float = Field(0.0, ge=0)  # greedy: one deterministic answer per task

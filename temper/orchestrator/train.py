@@ -44,7 +44,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     apply_runtime(cfg.runtime)
     suites = [parse_spec(s.spec) for s in cfg.suites]  # a bad spec fails here, before any model loads
     eval_suite = parse_spec(cfg.eval.suite) if cfg.eval.suite else None
-    eval_tasks = eval_suite.tasks()[:cfg.eval.n] if eval_suite else []
+    # distinct tasks: the harness scores a task id once (generated suites repeat a few problems)
+    eval_tasks = list({t.id: t for t in eval_suite.tasks()}.values())[:cfg.eval.n] if eval_suite else []
     store = Store(run.store)
     committed, ckpt = store.last_committed_step()
     loaded = load_model(cfg.model)
