@@ -26,6 +26,7 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
     s = json.loads((out / "summary.json").read_text())
     for side in ("before", "after"):
         assert set(s[side]) >= {"n", "mean_reward", "ci_low", "ci_high"} and s[side]["n"] == 64
+        assert s[side]["ci_low"] <= s[side]["mean_reward"] <= s[side]["ci_high"]
     d = s["difference"]  # temper.evals.compare.difference: after - before, paired per task
     assert set(d) >= {"diff", "ci_low", "ci_high", "change"} and (d["method"], d["paired"]) == ("paired", 64)
     # the harness's own folders (summary.json, items.jsonl), which `temper compare` reads
