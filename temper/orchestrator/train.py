@@ -90,14 +90,14 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
             while step < cfg.max_steps:
                 batch = await pipe.next_batch()
                 t_train, version = time.monotonic(), trainer.policy_version
-                metrics = await loop.run_in_executor(trainer_thread, trainer.step, batch.trajectories)
+                stats = await loop.run_in_executor(trainer_thread, trainer.step, batch.trajectories)
                 train_s = time.monotonic() - t_train
                 step += 1
-                if not metrics.get("skipped"):
+                if not stats.skipped:
                     await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
                 await pipe.published(trainer.policy_version, batch)
-                row = {**_row(step, metrics, batch, pipe, backend, time.monotonic() - last, train_s, cfg, t0),
-                       "train_version": version}
+                row = {**_row(step, stats.as_metrics(), batch, pipe, backend, time.monotonic() - last, train_s, cfg,
+                              t0), "train_version": version}
                 last = time.monotonic()
                 pending.append((step, [g.id for g in batch.groups], [g.id for g in batch.replayed], row))
                 if step % cfg.orchestrator.save_every == 0 or step >= cfg.max_steps:
