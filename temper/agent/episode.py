@@ -1,6 +1,6 @@
 """What an episode produced: trajectories (one per context window), reward, and per-turn records."""
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from temper.envs.reward import Reward
@@ -57,6 +57,3 @@ class EpisodeResult:
             raise ValueError(f"episode of {self.task.id} spans {len(self.trajectories)} context windows; "
                              "use .trajectories")
         return self.trajectories[0]
-
-    def turn_dicts(self) -> list[dict[str, Any]]:
-        return [asdict(t) for t in self.turns]

@@ -82,7 +82,3 @@ def tools_system_block(tools: list[Tool]) -> str:
             "<tool_call></tool_call> XML tags:\n<tool_call>\n"
             '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>')
 
-
-def format_result(call: ToolCall, output: str, is_error: bool) -> str:
-    label = call.name or "tool call"
-    return f"[{label} error] {output}" if is_error else output

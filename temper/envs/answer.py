@@ -20,7 +20,3 @@ def extract_answer(text: str) -> str | None:
         return bare
     return None
 
-
-def final_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else ""

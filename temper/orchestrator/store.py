@@ -102,15 +102,9 @@ class Store:
                           f"{group_id}/{i}")))
         self._tx(rows)
 
-    def drop_group(self, group_id: str, status: str = "failed") -> None:
-        self._tx([("UPDATE trajectories SET status=? WHERE group_id=? AND status='in_flight'", (status, group_id))])
-
     def quarantine(self, task_id: str, domain: str, kind: str, attempts: int, message: str) -> None:
         self._tx([("INSERT OR REPLACE INTO quarantine VALUES (?, ?, ?, ?, ?, ?)",
                    (task_id, domain, kind, attempts, message[:2000], time.time()))])
-
-    def event(self, kind: str, **data: Any) -> None:
-        self._tx([("INSERT INTO events VALUES (?, ?, ?)", (time.time(), kind, json.dumps(data, default=str)))])
 
     def mark_stale(self, group_ids: list[str]) -> None:
         self._tx(("UPDATE trajectories SET status='stale' WHERE group_id=? AND status='complete'", (g,))

@@ -17,7 +17,7 @@ becomes an error message for the model, never an exception in the episode.
 import inspect
 import re
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -144,5 +144,3 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> An
 
     return make(fn) if fn is not None else make
 
-
-AsyncToolFn = Callable[..., Awaitable[str]]

@@ -63,7 +63,6 @@ class RayBackend:
         if not ray.is_initialized():
             ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING)
-        self._started_ray = True
         actor_cls = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=1000)(RolloutActor)
         self.actors = [actor_cls.remote(model, engine_cfg, suite_specs, spec.salted(i), sandbox, threads)
                        for i in range(num_workers)]
