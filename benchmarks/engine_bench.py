@@ -27,8 +27,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "engine"))
 from engine_texts import CODE, DECLARATION, TALE
 
-from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
+from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
 from temper.engine.kv_cache import kv_bytes_per_token
+from temper.generation import SamplingParams
 from temper.models import load_model
 
 SYSTEM_PROMPT = (

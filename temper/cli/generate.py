@@ -35,7 +35,8 @@ class GenerateConfig(ConfigModel):
 
 
 def complete(cfg: GenerateConfig) -> str:
-    from temper.engine import EngineConfig, LLMEngine, SamplingParams
+    from temper.engine import EngineConfig, LLMEngine
+    from temper.generation import SamplingParams
     from temper.models import load_model
 
     start = time.perf_counter()

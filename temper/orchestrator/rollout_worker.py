@@ -8,7 +8,6 @@ runs in process (local backend) and inside a Ray actor (backends/ray.py).
 """
 
 import asyncio
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +91,7 @@ class RolloutWorker:
         self.suites, self.spec = suites, spec
         self.tasks: list[dict[str, Task]] = [{t.id: t for t in s.tasks()} for s in suites]
         self.faults = FaultInjector(spec.faults, spec.salt)
-        self.stats = {"episodes": 0, "sandbox_episodes": 0, "started": time.monotonic()}
+        self.stats = {"episodes": 0, "sandbox_episodes": 0}
 
     @classmethod
     def start(cls, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec,

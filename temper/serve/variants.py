@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-from temper.engine import AsyncEngine, Completion, EngineConfig, LLMEngine, SamplingParams, TokenEvent
+from temper.engine import AsyncEngine, EngineConfig, LLMEngine
 from temper.errors import TemperError
+from temper.generation import Completion, SamplingParams, TokenEvent
 
 VARIANTS = ("standard", "fast")
 

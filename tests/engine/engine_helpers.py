@@ -4,7 +4,7 @@ import torch
 from transformers import LlamaConfig
 from transformers import LlamaForCausalLM as HFLlama
 
-from temper.engine import Completion
+from temper.generation import Completion
 from temper.models import LlamaForCausalLM, ModelConfig
 
 

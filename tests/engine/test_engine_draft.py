@@ -7,8 +7,9 @@ import pytest
 import torch
 from engine_helpers import check_greedy, random_prompts, tiny_pair
 
-from temper.engine import Completion, EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
+from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
 from temper.errors import TemperError
+from temper.generation import Completion, SamplingParams
 from temper.models import LlamaForCausalLM, save_model
 
 NEW = 24

@@ -7,7 +7,8 @@ import pytest
 import torch
 from engine_helpers import check_greedy, full_logprobs, random_prompts, reference_greedy, tiny_config, tiny_pair
 
-from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
+from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
+from temper.generation import SamplingParams
 from temper.models import LlamaForCausalLM, ModelConfig
 
 NEW = 24

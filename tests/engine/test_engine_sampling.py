@@ -7,8 +7,9 @@ import pytest
 import torch
 from engine_helpers import full_logprobs, random_prompts, tiny_pair
 
-from temper.engine import EngineConfig, LLMEngine, SamplingParams
+from temper.engine import EngineConfig, LLMEngine
 from temper.engine.sampler import apply_penalties, inverse_cdf, truncate
+from temper.generation import SamplingParams
 
 
 @pytest.fixture(scope="module")

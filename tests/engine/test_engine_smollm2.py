@@ -8,7 +8,8 @@ import torch
 from engine_helpers import check_greedy
 from engine_texts import CODE, DECLARATION, TALE
 
-from temper.engine import EngineConfig, LLMEngine, SamplingParams, SpeculativeConfig
+from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
+from temper.generation import SamplingParams
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ import copy
 import pytest
 import torch
 
-from temper.engine import EngineConfig, LLMEngine, SamplingParams
+from temper.engine import EngineConfig, LLMEngine
+from temper.generation import SamplingParams
 from temper.models import LlamaForCausalLM, ModelConfig
 from temper.rl import RLConfig, Trainer
 from temper.trajectory import Trajectory

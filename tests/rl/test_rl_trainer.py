@@ -290,7 +290,8 @@ def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
     mismatch at staleness 0) only when it divides by the same temperature."""
     import copy
 
-    from temper.engine import EngineConfig, LLMEngine, SamplingParams
+    from temper.engine import EngineConfig, LLMEngine
+    from temper.generation import SamplingParams
     from temper.trajectory import Trajectory
 
     model = make_model()

@@ -8,7 +8,8 @@ import openai
 import pytest
 from serve_helpers import metric
 
-from temper.engine import EngineConfig, LLMEngine, SamplingParams
+from temper.engine import EngineConfig, LLMEngine
+from temper.generation import SamplingParams
 from temper.models import load_model
 
 LONG = ("The quick brown fox jumps over the lazy dog while the cat watches from the garden wall. " * 8).strip()

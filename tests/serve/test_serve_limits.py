@@ -9,7 +9,7 @@ import openai
 import pytest
 from serve_helpers import LiveServer, metric, serve_config
 
-from temper.engine import RequestError
+from temper.generation import RequestError
 
 
 def _wait(cond, timeout: float = 30.0) -> None:

@@ -6,7 +6,8 @@ import asyncio
 import pytest
 from serve_helpers import LiveServer, serve_config
 
-from temper.engine import AsyncEngine, EngineConfig, GenerationClient, LLMEngine, RequestError, SamplingParams
+from temper.engine import AsyncEngine, EngineConfig, LLMEngine
+from temper.generation import GenerationClient, RequestError, SamplingParams
 from temper.generation.remote_client import RemoteClient
 from temper.models import load_model
 

@@ -5,12 +5,14 @@ the server after each training step (`/v1/load_weights` for `temper serve`)."""
 from typing import Any
 
 from temper.envs import parse_spec
-from temper.orchestrator.backends.protocol import Attempt
-from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
+from temper.orchestrator.backends.local import LocalBackend
+from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec
 from temper.policy import open_policy
 
 
-class RemoteBackend:
+class RemoteBackend(LocalBackend):
+    """The local backend's workers, all on one server's policy instead of an engine each."""
+
     def __init__(self, model: str, remote: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int = 1,
                  sandbox: Any = None):
         suites = [parse_spec(s) for s in suite_specs]
@@ -20,16 +22,9 @@ class RemoteBackend:
         self.workers = [RolloutWorker(self.policy, suites, spec.salted(i)) for i in range(num_workers)]
         self.num_workers = num_workers
 
-    async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
-        return await self.workers[worker].run_episode(suite_index, task_id, group_id, index, eval_mode)
-
     async def push_weights(self, state: dict, version: int) -> None:
         # One server: push once (the workers' gates still order the update against their requests).
         await self.workers[0].load_weights(state, version)
-
-    def counters(self) -> dict[str, float]:
-        return sum_counters(w.counters() for w in self.workers)
 
     def close(self) -> None:
         self.policy.close()
