@@ -92,7 +92,7 @@ class TrainEvalConfig(ConfigModel):
     before: bool = True
     after: bool = True
     temperature: float = Field(0.0, ge=0)  # greedy: one deterministic answer per task
-    max_new_tokens: int | None = None  # None: agent.max_turn_tokens
+    max_turn_tokens: int | None = None  # None: agent.max_turn_tokens
     metric: str = "correctness"  # the reward component scored (correctness only, never format)
     every: int = Field(0, ge=0)  # also evaluate every N steps during training, at low priority (0: off)
 

@@ -77,7 +77,7 @@ class WorkerSpec:
         """A TrainConfig's: its eval section's temperature and turn tokens apply to eval episodes."""
         a, e = cfg.agent, cfg.eval
         eval_agent = a.model_copy(update={"temperature": e.temperature,
-                                          "max_turn_tokens": e.max_new_tokens or a.max_turn_tokens})
+                                          "max_turn_tokens": e.max_turn_tokens or a.max_turn_tokens})
         return cls(a, eval_agent, cfg.orchestrator.faults, cfg.orchestrator.partial_rollouts, salt)
 
     def salted(self, salt: int) -> "WorkerSpec":

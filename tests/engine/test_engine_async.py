@@ -7,16 +7,8 @@ import pytest
 import torch
 from engine_helpers import random_prompts, reference_greedy, tiny_pair
 
-from temper.engine import (
-    AsyncEngine,
-    Completion,
-    EngineConfig,
-    GenerationClient,
-    LLMEngine,
-    RequestError,
-    SamplingParams,
-    TokenEvent,
-)
+from temper.engine import AsyncEngine, EngineConfig, LLMEngine
+from temper.generation import Completion, GenerationClient, RequestError, SamplingParams, TokenEvent
 
 
 @pytest.fixture(scope="module")
