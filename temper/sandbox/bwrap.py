@@ -2,7 +2,8 @@
 
 The mount view holds only the read-only system folders, a few files of /etc, the Python
 environment, the staged templates (hidden again once mounted) and what the task names;
-/proc is private, /dev minimal, and there is no host socket anywhere in it.
+/proc is private, /dev minimal and read-only (/dev/shm is on the sandbox's sized tmpfs,
+/dev/mqueue its own IPC namespace's), and there is no host socket anywhere in it.
 """
 
 import os
@@ -38,7 +39,9 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int) -> tuple[li
             a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     a += ["--ro-bind", str(state / "etc" / "passwd"), "/etc/passwd",
           "--ro-bind", str(state / "etc" / "group"), "/etc/group",
-          "--proc", "/proc", "--dev", "/dev", "--dir", "/tmp", "--dir", RW,
+          "--proc", "/proc", "--dev", "/dev", "--dir", "/dev/mqueue",
+          "--remount-ro", "/dev",  # else a tmpfs of half the RAM the sandbox uid owns, never reset
+          "--dir", "/tmp", "--dir", RW,
           "--ro-bind", str(INSIDE_DIR), "/.temper/inside",
           "--ro-bind", str(state / "templates"), TEMPLATES]
     py = layout.python_env(cfg)

@@ -4,6 +4,7 @@ Each line is (feature, in force?, detail). The figures come from starting a real
 the mode `isolation` resolves to, not from guesses about the host.
 """
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -12,6 +13,40 @@ from temper.sandbox import bwrap, cgroups, layout, modes, seccomp
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import SandboxError
 from temper.sandbox.inside import native
+
+# Run inside the sandbox: every filesystem a command can create a file on, with its size (one
+# entry per filesystem): the disk limit is in force only if they add up to at most disk_mb.
+WRITABLE_PROBE = r"""
+import json, os, tempfile
+try:
+    mounts = [line.split() for line in open("/proc/self/mountinfo")]
+except OSError:  # Landlock mode grants no /proc: the sandbox's own folders
+    mounts = []
+upper = {}  # an overlay's writes land on the filesystem of its upperdir
+for f in mounts:
+    opts = f[f.index("-") + 3].split(",")
+    up = [o[9:] for o in opts if o.startswith("upperdir=")]
+    try:
+        if f[f.index("-") + 1] == "overlay" and up:
+            upper[os.stat(f[4]).st_dev] = os.stat(up[0]).st_dev
+    except OSError:
+        pass
+found = {}
+for d in [f[4].replace("\\040", " ") for f in mounts] + [os.getcwd(), os.environ.get("TMPDIR", "/tmp"), "/dev/shm"]:
+    try:
+        dev = os.stat(d).st_dev
+        dev = upper.get(dev, dev)
+        if os.path.islink(d) or not os.path.isdir(d) or dev in found:
+            continue
+        fd, path = tempfile.mkstemp(dir=d)
+        os.close(fd)
+        os.unlink(path)
+    except OSError:
+        continue
+    st = os.statvfs(d)
+    found[dev] = (d, st.f_blocks * st.f_frsize)
+print(json.dumps(list(found.values())))
+"""
 
 
 @dataclass(frozen=True)
@@ -72,6 +107,8 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
         out.append(Feature("fast spawn", spawner, "commands start by posix_spawn from a restricted spawner" if spawner
                            else "commands start by fork (no spawner: Landlock ABI < 6 or no dedicated uid)"))
         disk = mode == "bwrap" or (sb._sup is not None and sb._sup._folder is not None and sb._sup._folder[1])
+        w = sb.exec(["python3", "-c", WRITABLE_PROBE])
+        writable = json.loads(w.stdout) if w.exit_code == 0 else None
     lim = cfg.limits
     as_mib = f"{lim.rlimit_as_bytes >> 20} MiB" if lim.rlimit_as_bytes else "unlimited"
     out.append(Feature("rlimits", True, f"cpu {lim.cpu_time_s} s, address space {as_mib}, "
@@ -82,6 +119,15 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
                     ("cpu", f"{lim.cpus} cores")):
         out.append(Feature(f"cgroup {c}", c in ctrls, f"cgroup {version}: {what}" if c in ctrls
                            else "not in force (no usable cgroup controller; rlimits only)"))
-    out.append(Feature("disk limit", bool(disk), f"{lim.disk_mb} MiB tmpfs for all writable folders" if disk
-                       else "not bounded in total (no tmpfs without root); file size bounded per file"))
+    total = sum(size for _, size in writable) if writable is not None else None
+    if writable is None:
+        why = w.stderr.decode(errors="replace")[-200:]
+        out.append(Feature("disk limit", False, f"could not list the writable filesystems: {why}"))
+    elif disk and total is not None and total <= lim.disk_mb << 20:
+        out.append(Feature("disk limit", True, f"{lim.disk_mb} MiB tmpfs for all writable folders "
+                           f"({', '.join(d for d, _ in writable)})"))
+    else:
+        big = ", ".join(f"{d} ({size >> 20} MiB)" for d, size in writable)
+        out.append(Feature("disk limit", False, f"not bounded by disk_mb ({lim.disk_mb} MiB) in total: writable: "
+                           f"{big}; file size bounded per file"))
     return out

@@ -63,6 +63,8 @@ def plan(cfg: SandboxConfig, mode: str, folder: Path, template_key: str | None, 
         dest_map[m.dest] = str(folder / f"m{i}")
         views.append({"name": f"m{i}", "dest": dest_map[m.dest], "lower": str(m.src.resolve()) if m.src else None})
     init = layout.common_init(cfg, mode, "uid" if dedicated_uid else "tree")
+    if mode == "landlock":  # POSIX queues live in the host's IPC namespace, where a reset cannot list them
+        init["rlimits"].append(("msgqueue", 0, 0))
     py = layout.python_env(cfg)
     read = [*layout.SYSTEM_DIRS, *(f"/etc/{n}" for n in layout.ETC_FILES), *DEVICES_RO, *readable]
     if py is not None:

@@ -11,6 +11,7 @@ import signal
 import time
 
 import fsops
+import kernel_state
 import native
 import proc
 import spawner
@@ -19,7 +20,8 @@ import wire
 MEMORY_MARKS = (b"MemoryError", b"Cannot allocate memory", b"std::bad_alloc", b"out of memory")
 FORK_MARKS = (b"fork: Resource temporarily unavailable", b"fork: retry", b"can't fork", b"Cannot fork")
 RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC,
-           "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE}
+           "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE,
+           "msgqueue": resource.RLIMIT_MSGQUEUE}
 
 
 class SupervisorServer:
@@ -29,8 +31,12 @@ class SupervisorServer:
         self.folders = fsops.Folders(init["folders"])
         self.template_fd: int | None = None
         self.dirty = False  # an exec failed before killing what it started
+        self.mqueue = False  # /dev/mqueue mounted: POSIX queues to remove at reset
+        # The sandbox's SysV objects in a shared (host) IPC namespace: those of its dedicated uid only.
+        self.ipc_owner: int | None = os.getuid() if init["kill"] == "uid" else None
         if init["mode"] == "bwrap":
             self._enter_own_namespaces()
+            self.mqueue = kernel_state.seal_namespace()
         else:
             native.prctl(native.PR_SET_CHILD_SUBREAPER, 1)  # orphans come back to us, to be killed
         troot = init.get("template_root")
@@ -53,9 +59,10 @@ class SupervisorServer:
 
     def _enter_own_namespaces(self) -> None:
         """bwrap gave us no capabilities; a user namespace of our own gives mount rights over our
-        own mount namespace only (for the overlays). Children lose them at exec (non-root uid)."""
+        own mount namespace only (for the overlays), and rights over an IPC namespace of our own
+        (to empty it at reset). Children lose them at exec (non-root uid)."""
         uid, gid = os.getuid(), os.getgid()
-        native.unshare(native.CLONE_NEWUSER | native.CLONE_NEWNS)
+        native.unshare(native.CLONE_NEWUSER | native.CLONE_NEWNS | kernel_state.CLONE_NEWIPC)
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -76,6 +83,8 @@ class SupervisorServer:
             if self.dirty:  # every exec kills what it started; only an exec that failed midway has not
                 proc.kill_leftovers(self.jail)
                 self.dirty = False
+            if self.ipc_owner is not None or self.init["mode"] == "bwrap":
+                kernel_state.clear(self.ipc_owner, self.mqueue)
             self.folders.reset(req.get("template"), "template" in req)
             return {"ok": True, "overlay": self.folders.overlay, "reset_s": time.monotonic() - start}, b""
         if op == "copy_in":
