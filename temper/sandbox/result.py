@@ -34,3 +34,12 @@ class FileEntry:
     path: str  # relative to the folder listed
     type: Literal["file", "dir", "symlink"]
     size: int
+
+
+class FileList(list[FileEntry]):
+    """What `list_files` returns: the entries, and `truncated` when the folder held more than one
+    reply carries (names of about 4 MiB in all); list a sub-folder to see the rest."""
+
+    def __init__(self, entries: list[FileEntry], truncated: bool = False):
+        super().__init__(entries)
+        self.truncated = truncated

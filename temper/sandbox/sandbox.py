@@ -21,7 +21,7 @@ from temper.sandbox.audit import AuditLog, sha256
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed
 from temper.sandbox.host import SupervisorHandle
-from temper.sandbox.result import ExecResult, FileEntry
+from temper.sandbox.result import ExecResult, FileEntry, FileList
 
 SHELL = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
 KEEP: Any = object()  # reset(template=KEEP): keep the current template
@@ -122,7 +122,8 @@ class Sandbox:
         return r
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        """Write a file in the workspace (or a writable mount); parents are created. Symlinks refused."""
+        """Write a file in the workspace (or a writable mount); parents are created. Symlinks are
+        refused (PathEscapeError), and so is anything but a regular file at `path` (a fifo, a socket)."""
         raw = data.encode() if isinstance(data, str) else bytes(data)
         with self._lock:
             target = self.path(path)
@@ -130,6 +131,7 @@ class Sandbox:
             self._live().call({"op": "write", "path": target, "mode": mode}, raw)
 
     def read_file(self, path: str, max_bytes: int = 64 << 20) -> bytes:
+        """A regular file's bytes (a fifo, socket or folder at `path` is a SandboxError, at once)."""
         with self._lock:
             target = self.path(path)
             try:
@@ -140,15 +142,20 @@ class Sandbox:
             self._audit("read_file", path=target, bytes=len(data), sha256=sha256(data))
             return data
 
-    def list_files(self, path: str = ".", recursive: bool = False) -> list[FileEntry]:
+    def list_files(self, path: str = ".", recursive: bool = False) -> FileList:
+        """The entries under `path`; a folder too large for one reply is cut (`.truncated` is True)."""
         with self._lock:
             target = self.path(path)
             meta, _ = self._live().call({"op": "list", "path": target, "recursive": recursive})
-            self._audit("list_files", path=target, recursive=recursive, entries=len(meta["entries"]))
-            return [FileEntry(**e) for e in meta["entries"]]
+            truncated = bool(meta.get("truncated"))
+            self._audit("list_files", path=target, recursive=recursive, entries=len(meta["entries"]),
+                        truncated=truncated)
+            return FileList([FileEntry(**e) for e in meta["entries"]], truncated)
 
     def upload(self, src_dir: Path | str, dest: str) -> None:
-        """Copy a host folder into a writable folder of the sandbox (e.g. tests for a verifier phase)."""
+        """Copy a host folder into a writable folder of the sandbox (e.g. tests for a verifier phase).
+        Nothing the sandbox planted is followed: a symlink at `dest` or inside it is refused
+        (PathEscapeError), as is a fifo or socket where a file goes (SandboxError)."""
         with self._lock:
             key = self._stage(Path(src_dir))
             target = self.path(dest)

@@ -104,38 +104,33 @@ class Folders:
         parent, name = os.path.split(rel)
         if not name or name in (".", ".."):
             raise IsADirectoryError(errno.EISDIR, "not a file path", path)
-        dfd = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
+        dfd = _open_dirs(root, parent, path)
         try:
-            for part in [p for p in parent.split("/") if p]:
-                try:  # noqa: SIM105 - contextlib would cost start-up time here
-                    os.mkdir(part, 0o755, dir_fd=dfd)
-                except FileExistsError:
-                    pass
-                if stat.S_ISLNK(os.lstat(part, dir_fd=dfd).st_mode):
-                    raise OSError(errno.ELOOP, "symlinks are not followed", path)
-                nfd = native.open_beneath(dfd, part, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW)
-                os.close(dfd)
-                dfd = nfd
-            fd = native.open_beneath(dfd, name, W_FLAGS, mode)
+            fd = _open_regular(dfd, name, W_FLAGS, path, mode)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, data)
             finally:
                 os.close(fd)
         finally:
             os.close(dfd)
 
+    def copy_in(self, src: str, dest: str) -> None:
+        """Copy the host's folder `src` into `dest`, never following a link the sandbox planted there."""
+        root, rel = self._root_of(dest, write=True)
+        dfd = _open_dirs(root, "" if rel == "." else rel, dest)
+        try:
+            _copy_into(src, dfd, dest)
+        finally:
+            os.close(dfd)
+
     def read(self, path: str, limit: int) -> bytes:
         root, rel = self._root_of(path, write=False)
-        dfd = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
+        dfd = _open_root(root)
         try:
-            fd = native.open_beneath(dfd, rel, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = _open_regular(dfd, rel, os.O_RDONLY | os.O_NOFOLLOW, path)
         finally:
             os.close(dfd)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
             chunks, size = [], 0
             while size <= limit:
                 chunk = os.read(fd, min(1 << 20, limit + 1 - size))
@@ -149,29 +144,135 @@ class Folders:
         finally:
             os.close(fd)
 
-    def listdir(self, path: str, recursive: bool) -> list:
+    def listdir(self, path: str, recursive: bool) -> tuple[list, bool]:
+        """The entries under `path` and whether the list was cut at LIST_BUDGET bytes of names."""
         root, rel = self._root_of(path, write=False)
-        dfd = os.open(root, os.O_DIRECTORY | os.O_RDONLY)
+        dfd = _open_root(root)
         try:
-            fd = native.open_beneath(dfd, rel, os.O_DIRECTORY | os.O_RDONLY)
+            fd = native.open_beneath(dfd, rel, os.O_DIRECTORY | os.O_RDONLY | os.O_NONBLOCK)
         finally:
             os.close(dfd)
         out: list = []
-        _walk(fd, "", recursive, out)
-        return out
+        budget = [LIST_BUDGET]
+        _walk(fd, "", recursive, out, budget)
+        return out, budget[0] < 0
 
 
-def _walk(fd: int, prefix: str, recursive: bool, out: list) -> None:
+# A listing's reply must fit the wire's header limit whatever the sandbox holds (70,000 long names
+# would not): it is cut once the names reach this many bytes (each entry's JSON adds ~40).
+LIST_BUDGET = 4 << 20
+ENTRY_OVERHEAD = 48
+
+
+def _walk(fd: int, prefix: str, recursive: bool, out: list, budget: list[int]) -> None:
     try:
         for entry in sorted(os.scandir(fd), key=lambda e: e.name):
+            budget[0] -= len(prefix) + len(entry.name.encode(errors="surrogateescape")) + ENTRY_OVERHEAD
+            if budget[0] < 0:
+                return
             st = entry.stat(follow_symlinks=False)
             kind = "dir" if stat.S_ISDIR(st.st_mode) else "symlink" if stat.S_ISLNK(st.st_mode) else "file"
             out.append({"path": prefix + entry.name, "type": kind, "size": st.st_size})
-            if recursive and kind == "dir" and len(out) < 100_000:
-                sub = os.open(entry.name, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
-                _walk(sub, prefix + entry.name + "/", recursive, out)
+            if recursive and kind == "dir":
+                sub = os.open(entry.name, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                _walk(sub, prefix + entry.name + "/", recursive, out, budget)
+                if budget[0] < 0:
+                    return
     finally:
         os.close(fd)
+
+
+def _open_root(root: str) -> int:
+    # O_NOFOLLOW: in Landlock mode a folder's host path could be swapped for a link by the sandbox uid
+    return os.open(root, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def _open_dirs(root: str, rel: str, path: str) -> int:
+    """A directory fd for `root/rel`, creating missing folders; a symlink anywhere below `root` is refused."""
+    dfd = _open_root(root)
+    try:
+        for part in [p for p in rel.split("/") if p]:
+            nfd = _subdir(dfd, part, path)
+            os.close(dfd)
+            dfd = nfd
+    except BaseException:
+        os.close(dfd)
+        raise
+    return dfd
+
+
+def _subdir(dfd: int, name: str, path: str, mode: int = 0o755) -> int:
+    """The folder `name` of `dfd`, made if missing; O_NOFOLLOW: a symlink there fails (ELOOP)."""
+    try:  # noqa: SIM105 - contextlib would cost start-up time here
+        os.mkdir(name, mode, dir_fd=dfd)
+    except FileExistsError:
+        pass
+    try:
+        return native.open_beneath(dfd, name, os.O_DIRECTORY | os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:  # a symlink fails with ELOOP or (with O_DIRECTORY) ENOTDIR: say which it was
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(os.lstat(name, dir_fd=dfd).st_mode):
+            raise OSError(errno.ELOOP, "symlinks are not followed", path) from None
+        raise OSError(exc.errno, exc.strerror, path) from None
+
+
+def _open_regular(dfd: int, rel: str, flags: int, path: str, mode: int = 0o644) -> int:
+    """Open a regular file only: O_NONBLOCK so that a fifo the sandbox planted cannot block us
+    (ENXIO without a reader), then a type check so that neither a fifo nor a socket is used."""
+    try:
+        fd = native.open_beneath(dfd, rel, flags | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a fifo without a reader, a unix socket
+            raise OSError(errno.EINVAL, "not a regular file", path) from None
+        raise OSError(exc.errno, "symlinks are not followed" if exc.errno == errno.ELOOP
+                      else exc.strerror, path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise (IsADirectoryError(errno.EISDIR, "a directory, not a file", path) if stat.S_ISDIR(st.st_mode)
+                   else OSError(errno.EINVAL, "not a regular file", path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _copy_into(src: str, dfd: int, dest: str) -> None:
+    """Copy the trusted folder `src` into the directory `dfd`, creating and opening every target
+    relative to its parent's fd with O_NOFOLLOW: a link the sandbox planted is refused, never followed."""
+    for entry in os.scandir(src):
+        st = entry.stat(follow_symlinks=False)
+        where, perm = f"{dest}/{entry.name}", stat.S_IMODE(st.st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            sub = _subdir(dfd, entry.name, where, perm | 0o700)
+            try:
+                _copy_into(entry.path, sub, where)
+            finally:
+                os.close(sub)
+        elif stat.S_ISLNK(st.st_mode):  # the template's own link: recreated as a link, not followed
+            try:
+                if stat.S_ISDIR(os.lstat(entry.name, dir_fd=dfd).st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "a directory is in the way", where)
+                os.unlink(entry.name, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            os.symlink(os.readlink(entry.path), entry.name, dir_fd=dfd)
+        elif stat.S_ISREG(st.st_mode):
+            fd = _open_regular(dfd, entry.name, W_FLAGS, where, perm)
+            try:
+                os.fchmod(fd, perm)
+                with open(entry.path, "rb") as f:
+                    while chunk := f.read(1 << 20):
+                        _write_all(fd, chunk)
+                os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))  # as shutil.copy2 did: make-style tasks
+            finally:
+                os.close(fd)
 
 
 def _mkdir(path: str, mode: int) -> None:
@@ -189,6 +290,8 @@ def _remove(path: str) -> None:
 
 
 def _copytree(src: str, dest: str) -> None:
-    import shutil
-
-    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    dfd = _open_root(dest)
+    try:
+        _copy_into(src, dfd, dest)
+    finally:
+        os.close(dfd)

@@ -77,7 +77,8 @@ class SupervisorServer:
         if op == "read":
             return {"ok": True}, self.folders.read(req["path"], req["limit"])
         if op == "list":
-            return {"entries": self.folders.listdir(req["path"], req.get("recursive", False))}, b""
+            entries, truncated = self.folders.listdir(req["path"], req.get("recursive", False))
+            return {"entries": entries, "truncated": truncated}, b""
         if op == "reset":
             start = time.monotonic()
             if self.dirty:  # every exec kills what it started; only an exec that failed midway has not
@@ -128,11 +129,9 @@ class SupervisorServer:
     def copy_in(self, key: str, dest: str) -> None:
         if self.template_fd is None or "/" in key or key.startswith("."):
             raise FileNotFoundError(2, "no staged folder", key)
-        self.folders._root_of(dest, write=True)
-        import shutil  # late: only uploads need it
         src = f"/proc/self/fd/{self.template_fd}/{key}" if self.init["mode"] == "bwrap" else (
             f"{self.init['template_root']}/{key}")
-        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+        self.folders.copy_in(src, dest)
 
 
 def _write(path: str, text: str) -> None:

@@ -13,6 +13,10 @@ MAX_HEADER = 16 << 20
 
 def send(out, meta: dict, blob: bytes = b"") -> None:
     header = json.dumps(meta, separators=(",", ":")).encode()
+    if len(header) > MAX_HEADER:  # the other side would refuse it and drop the connection: say why instead
+        header = json.dumps({"error": f"reply of {len(header)} bytes is over the {MAX_HEADER}-byte limit",
+                             "errno": 27}).encode()  # EFBIG
+        blob = b""
     out.write(_HEAD.pack(len(header), len(blob)) + header + blob)
     out.flush()
 
