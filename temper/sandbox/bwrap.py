@@ -24,7 +24,9 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int) -> tuple[list[str], Plan]:
+def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int,
+         templates: Path | None = None) -> tuple[list[str], Plan]:
+    """`templates`: the staged templates as the sandbox's uid sees them (uids.lease_for)."""
     state = layout.state_dir(cfg)
     a = [bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
          "--cap-drop", "ALL", "--clearenv", "--as-pid-1", "--info-fd", str(info_fd),
@@ -43,7 +45,7 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int) -> tuple[li
           "--remount-ro", "/dev",  # else a tmpfs of half the RAM the sandbox uid owns, never reset
           "--dir", "/tmp", "--dir", RW,
           "--ro-bind", str(INSIDE_DIR), "/.temper/inside",
-          "--ro-bind", str(state / "templates"), TEMPLATES]
+          "--ro-bind", str(templates or state / "templates"), TEMPLATES]
     py = layout.python_env(cfg)
     if py is not None:
         if Path(py).resolve().is_relative_to("/tmp"):  # the sandbox's own /tmp would hide it

@@ -9,7 +9,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 
-from temper.sandbox import bwrap, cgroups, layout, modes, seccomp
+from temper.sandbox import bwrap, cgroups, layout, modes, seccomp, uids
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import SandboxError
 from temper.sandbox.inside import native
@@ -66,9 +66,7 @@ def check(cfg: SandboxConfig) -> list[Feature]:
     out.append(Feature("seccomp", s_ok, s_why))
     abi = native.landlock_abi()
     out.append(Feature("landlock", abi > 0, f"ABI {abi}" if abi else "not available"))
-    root = os.geteuid() == 0
-    out.append(Feature("dedicated uid", root, f"sandboxes run as uid {cfg.uid} (+1.. in Landlock mode)" if root
-                       else f"not root: sandboxes run as this uid ({os.getuid()})"))
+    out.append(Feature("dedicated uid", *uids.describe(cfg)))
     py = layout.python_env(cfg)
     has_pytest = py is not None and (py / "bin" / "pytest").exists()
     out.append(Feature("python env", has_pytest, f"{py} (python3, pytest)" if has_pytest else

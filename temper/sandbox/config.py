@@ -76,8 +76,9 @@ class SandboxConfig(ConfigModel):
         None, description="Read-only Python with pytest for the sandbox; None = the one scripts/setup.sh built."
     )
     supervisor_python: Path = Field(Path("/usr/bin/python3"), description="Runs the in-sandbox supervisor.")
-    uid: int = Field(61000, ge=1000, description="Host uid of bwrap sandboxes; landlock slots use uid+1...")
-    uid_slots: int = Field(4096, ge=1, description="How many landlock-mode uids (one per live sandbox).")
+    uid: int = Field(61000, ge=1000, description="Owns the staged templates; sandboxes run as uid+1...uid+uid_slots.")
+    uid_slots: int = Field(4096, ge=1, description="Host uids, one per live sandbox (as root); a new one fails when "
+                           "all are leased.")
     cgroups: bool = Field(True, description="Use cgroups for memory/pids/CPU where the host offers them.")
     state_dir: Path = Field(
         Path(tempfile.gettempdir()) / "temper-sandbox", description="Staged templates, per-sandbox folders."

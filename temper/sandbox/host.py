@@ -82,15 +82,13 @@ class SupervisorHandle:
         bpf = b""
         if self.mode == "bwrap":
             info_r, info_w = os.pipe()
-            argv, plan = bwrap.plan(cfg, key, info_w)
+            self._lease = uids.lease_for(cfg, self.mode, self.id, layout.state_dir(cfg) / "templates")
+            argv, plan = bwrap.plan(cfg, key, info_w, self._lease.view)
             bpf = seccomp.build_filter(False)
-            argv, kw = bwrap.as_uid(cfg.uid, argv)
+            argv, kw = bwrap.as_uid(self._lease.uid, argv)
             pass_fds = (info_w,)
         else:
-            if self.mode == "none":
-                self._lease = uids.UidLease(os.getuid(), None)
-            else:
-                self._lease = uids.lease(cfg.uid + 1, cfg.uid_slots, layout.state_dir(cfg) / "uids")
+            self._lease = uids.lease_for(cfg, self.mode, self.id, layout.state_dir(cfg) / "templates")
             self._folder = direct.prepare_folder(cfg, self.id, self._lease.uid)
             plan = direct.plan(cfg, self.mode, self._folder[0], key, self._lease.dedicated)
             argv = direct.argv(cfg)
@@ -145,7 +143,7 @@ class SupervisorHandle:
             self.cgroup.remove()
             self.cgroup = None
         if self._lease is not None:
-            if self._lease.dedicated:
+            if self._lease.dedicated and self.mode != "bwrap":  # bwrap: its pid namespace died with it
                 direct.kill_uid(self._lease.uid)
             self._lease.release()
             self._lease = None

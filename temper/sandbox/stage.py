@@ -2,8 +2,11 @@
 
 A sandbox sees a template through an overlay, whose lower files keep their owner: a template
 owned by root would be read-only to the sandbox's uid. So each template is copied once (per
-content signature) into the state folder, owned by the sandbox uid and readable by all, and
-bound read-only into sandboxes. The user's folder is never written.
+content signature) into the state folder, owned by `SandboxConfig.uid` and readable by all,
+and bound read-only into sandboxes. Each sandbox runs as a uid of its own (uids.py), never
+chowned for: Landlock-mode sandboxes copy the template (their copies are theirs), and a bwrap
+sandbox binds an idmapped view in which `uid` reads as its own (idmap.py). The user's folder
+is never written.
 """
 
 import hashlib

@@ -119,6 +119,8 @@ def _serve(sock: socket.socket, jail: object) -> None:
             return
         if not data:
             return
+        for fd in fds:  # SCM_RIGHTS fds arrive inheritable: only their dup2 copies on 0-2 may reach the command
+            os.set_inheritable(fd, False)
         msg = json.loads(data)
         if msg["op"] == "cleanup":
             _sweep(jail.kill)
