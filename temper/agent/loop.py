@@ -8,8 +8,9 @@
 Each model turn is generated from the exact token ids so far; tool results are tokenized once
 and appended (mask 0). Malformed tool calls, unknown tools and bad arguments come back to the
 model as error observations; a final answer in the wrong form is retried with the env's hint;
-after repeated failures the loop gives a fallback hint, then ends with the last answer. Sandbox
-crashes, engine errors and engine timeouts end the episode as infrastructure failures.
+after repeated failures the loop gives a fallback hint, then ends with the last answer. Engine
+errors, engine timeouts and sandbox crashes end the episode as infrastructure failures, except a
+crash that the agent's own actions caused (`SandboxCrashed.by_agent`): that episode is scored 0.
 """
 
 import asyncio
@@ -27,11 +28,19 @@ from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.transcript import Transcript
 from temper.envs.env import Environment, StepResult
 from temper.envs.reward import Reward
-from temper.envs.sandboxes import is_sandbox_crash
+from temper.envs.sandboxes import crash_reward, is_sandbox_crash
 from temper.generation.protocol import ChatTokenizer, GenerationClient, SamplingParams
 from temper.trajectory import FailureKind
 
 log = logging.getLogger(__name__)
+
+
+class SandboxEnded(Exception):
+    """The episode's sandbox crashed during a tool call: ends the episode with `reward` (see crash_reward)."""
+
+    def __init__(self, reward: Reward) -> None:
+        super().__init__(reward.info.get("error", "sandbox crashed"))
+        self.reward = reward
 
 
 class AgentLoop:
@@ -63,7 +72,7 @@ class Episode:
         self.messages: list[dict[str, Any]] = []
         self.timings = {"reset_s": 0.0, "generate_s": 0.0, "tools_s": 0.0, "verify_s": 0.0}
         self.system = self.task_text = self.last_text = ""
-        self.restated = False
+        self.restated = self.acting = False
 
     # -- the episode ------------------------------------------------------------------------
     async def run(self) -> EpisodeResult:
@@ -76,6 +85,7 @@ class Episode:
             self.task_text = obs.content
             self.messages = self.ctx.initial(self.system, self.task_text)
             self.new_window(self.messages)
+            self.acting = True  # from here on, the sandbox holds what the agent did
             try:
                 result = await asyncio.wait_for(self.act(), self.cfg.episode_timeout_s)
             except TimeoutError:  # out of time is the agent's business: score what it did
@@ -84,11 +94,16 @@ class Episode:
             reward = result.reward or Reward()
         except InfraFailure as exc:
             reward = Reward.infra(exc.kind, str(exc))
+        except SandboxEnded as exc:
+            reward = exc.reward
         except Exception as exc:  # the episode fails alone; the run goes on
-            kind = FailureKind.SANDBOX_CRASH if is_sandbox_crash(exc) else FailureKind.WORKER_ERROR
-            log.warning("episode of task %s failed (%s): %s", self.env.task.id, kind.value, exc,
-                        exc_info=kind == FailureKind.WORKER_ERROR)
-            reward = Reward.infra(kind, f"{type(exc).__name__}: {exc}")
+            if is_sandbox_crash(exc) and self.acting and getattr(exc, "by_agent", False):
+                reward = crash_reward(exc, "after the agent's actions")  # a set-up crash stays infrastructure
+            else:
+                kind = FailureKind.SANDBOX_CRASH if is_sandbox_crash(exc) else FailureKind.WORKER_ERROR
+                log.warning("episode of task %s failed (%s): %s", self.env.task.id, kind.value, exc,
+                            exc_info=kind == FailureKind.WORKER_ERROR)
+                reward = Reward.infra(kind, f"{type(exc).__name__}: {exc}")
         self.timings["total_s"] = time.monotonic() - start
         return self.result(reward, truncated)
 
@@ -179,8 +194,8 @@ class Episode:
         except TimeoutError:
             return f"{call.name} did not finish within {limit:g}s", True
         except Exception as exc:
-            if is_sandbox_crash(exc):
-                raise InfraFailure(FailureKind.SANDBOX_CRASH, f"sandbox crashed during {call.name}: {exc}") from exc
+            if is_sandbox_crash(exc):  # the agent's 0 if its own command broke the sandbox, else infrastructure
+                raise SandboxEnded(crash_reward(exc, f"during {call.name}")) from exc
             return f"{call.name} failed: {type(exc).__name__}: {exc}", True
 
     async def step(self, answer: str) -> StepResult:

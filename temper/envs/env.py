@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temper.envs.reward import Reward
-from temper.envs.sandboxes import is_sandbox_crash
+from temper.envs.sandboxes import crash_reward, is_sandbox_crash
 from temper.envs.task import Task
 from temper.trajectory import FailureKind
 
@@ -97,12 +97,13 @@ class SingleTurnEnv(Environment):
 
 
 async def timed_verify(coro: Any, timeout_s: float) -> Reward:
-    """Run a verifier; its own timeout or a crashed sandbox is an infrastructure failure."""
+    """Run a verifier; its own timeout is an infrastructure failure, and so is a crashed sandbox
+    unless what the agent left in it broke it (then a 0: `crash_reward`)."""
     try:
         return await asyncio.wait_for(coro, timeout_s)
     except TimeoutError:
         return Reward.infra(FailureKind.HARNESS_TIMEOUT, f"verifier timed out after {timeout_s:g}s")
     except Exception as exc:
         if is_sandbox_crash(exc):
-            return Reward.infra(FailureKind.SANDBOX_CRASH, f"sandbox crashed in the verifier: {exc}")
+            return crash_reward(exc, "in the verifier")
         raise

@@ -1,5 +1,6 @@
 """The one place envs touch the sandbox package: handing out episode sandboxes, async calls,
-and telling a crashed sandbox (infrastructure) from a failing command (the agent's business).
+and telling a crashed sandbox from a failing command, and a crash the agent caused (scored 0)
+from one it could not have caused (infrastructure, masked).
 
 Every episode sandbox has the scratch mounts a verifier phase needs: /logs (the verifier writes
 its reward there), /tests and /solution (uploaded only after the agent phase, or for an oracle run).
@@ -12,9 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from temper.envs.reward import Reward
 from temper.errors import TemperError
 from temper.sandbox import AsyncSandboxPool, Limits, Mount, Sandbox, SandboxConfig, SandboxPool
 from temper.sandbox.errors import SandboxCrashed
+from temper.trajectory import FailureKind
 
 T = TypeVar("T")
 EPISODE_MOUNTS = ("/logs", "/tests", "/solution")
@@ -83,5 +86,16 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def is_sandbox_crash(exc: BaseException) -> bool:
-    """A sandbox whose supervisor died or stopped answering: an infrastructure failure."""
+    """A sandbox whose supervisor died or stopped answering (the episode cannot go on in it)."""
     return isinstance(exc, SandboxCrashed)
+
+
+def crash_reward(exc: BaseException, where: str) -> Reward:
+    """The reward of an episode whose sandbox crashed `where` (e.g. "during bash"): a 0, scored like any
+    failed attempt, when what the agent ran or left in the sandbox broke it (`SandboxCrashed.by_agent`:
+    an OOM kill in its own cgroup, a supervisor it made stop answering); else an infrastructure failure,
+    masked out (the host closed or killed it, a death between calls). See docs/envs.md."""
+    why = f"sandbox crashed {where}: {exc}"
+    if getattr(exc, "by_agent", False):
+        return Reward(value=0.0, info={"error": why, "sandbox_broken_by_agent": True})
+    return Reward.infra(FailureKind.SANDBOX_CRASH, why)

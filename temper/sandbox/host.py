@@ -66,6 +66,8 @@ class SupervisorHandle:
         self.config, self.mode, self.id = cfg, mode, sandbox_id
         self._proc: subprocess.Popen | None = None
         self.cgroup: cgroups.Cgroup | None = None
+        self.shielded = False  # its commands cannot signal the supervisor (bwrap's pid 1, Landlock scopes)
+        self.broken_by_agent = False  # set when a call found the supervisor broken by the sandbox's contents
         self._lease: uids.UidLease | None = None
         self._folder: tuple[Path, bool] | None = None
         t0 = time.monotonic()
@@ -116,6 +118,7 @@ class SupervisorHandle:
                 self.cgroup.add(pid)
         reply, _ = self.call({"op": "init", **plan.init}, bpf, timeout=30, init=True)
         self.overlay = bool(reply.get("overlay"))
+        self.shielded = self.mode == "bwrap" or bool(reply.get("spawner"))  # the spawner runs only where it is
         self.resident = 1 + bool(reply.get("spawner"))  # processes of an idle sandbox: supervisor (+ spawner)
 
     def _log_path(self) -> Path:
@@ -158,28 +161,49 @@ class SupervisorHandle:
               init: bool = False) -> tuple[dict[str, Any], bytes]:
         proc = self._proc
         if proc is None or (not init and proc.poll() is not None):
-            raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts")
+            # died between calls (nothing of the sandbox runs then): from outside, unless a call saw it break
+            raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts",
+                                 by_agent=self.broken_by_agent)
+        refused = False
         try:
             wire.send(proc.stdin, meta, blob)
             ready, _, _ = select.select([proc.stdout], [], [], timeout)
             msg = wire.recv(proc.stdout) if ready else None
-        except (BrokenPipeError, OSError, ValueError):
+        except ValueError:  # a frame the protocol forbids (e.g. an oversized header)
+            msg, refused = None, True
+        except (BrokenPipeError, OSError):
             msg = None
         if msg is None:
-            why = "did not answer in time" if proc.poll() is None else "exited"
+            silent = proc.poll() is None
+            why = "sent a reply it may not" if refused else "did not answer in time" if silent else "exited"
+            self.broken_by_agent = not init and self._broken_by_contents(meta["op"], refused or silent)
             detail = self._log_tail()
             self.stop()
-            raise SandboxCrashed(f"sandbox {self.id}: supervisor {why}" + (f": {detail}" if detail else ""))
+            raise SandboxCrashed(f"sandbox {self.id}: supervisor {why}" + (f": {detail}" if detail else "")
+                                 + (" (caused inside the sandbox)" if self.broken_by_agent else ""),
+                                 by_agent=self.broken_by_agent)
         reply, data = msg
         if "error" in reply:
             if init:
                 self.stop()
                 raise SandboxError(f"sandbox {self.id}: {reply['error']}")
             path = meta.get("path") or meta.get("dest") or ""
-            if reply.get("errno") in _ESCAPE_ERRNOS:
-                raise PathEscapeError(f"{path}: refused, outside the sandbox's folders ({reply['error']})")
-            raise SandboxError(f"{path or meta['op']}: {reply['error']}")
+            code = int(reply.get("errno") or 0)
+            if code in _ESCAPE_ERRNOS:
+                raise PathEscapeError(f"{path}: refused, outside the sandbox's folders ({reply['error']})", code)
+            raise SandboxError(f"{path or meta['op']}: {reply['error']}", code)
         return reply, data
+
+    def _broken_by_contents(self, op: str, stuck: bool) -> bool:
+        """Whether what the sandbox runs or holds broke its supervisor during this call (see
+        SandboxCrashed). Host-side files and requests are trusted; the sandbox's are not: a supervisor
+        that is stuck or sent a forbidden reply was made so by them, one OOM-killed in the sandbox's
+        own cgroup by what is charged there, and where commands share its uid unshielded they can kill it."""
+        if stuck:
+            return True
+        if self.cgroup is not None and self.cgroup.new_hits()[0]:
+            return True
+        return op == "exec" and not self.shielded
 
     def _log_tail(self) -> str:
         try:

@@ -2,6 +2,9 @@
 never follows the sandbox's links, a fifo cannot block the supervisor, and a folder of 70,000 long
 names cannot blow up the listing's reply. Each is refused or cut at once; the sandbox lives on."""
 
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import MODES, healthy, make_config
 
-from temper.sandbox import Limits, Mount, PathEscapeError, Sandbox, SandboxError
+from temper.sandbox import Limits, Mount, PathEscapeError, Sandbox, SandboxCrashed, SandboxError
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -126,3 +129,21 @@ def test_seventy_thousand_long_names_are_listed_cut_and_the_sandbox_lives(sb: Sa
     small = sb.list_files("pkg")
     assert not small.truncated and [e.path for e in small] == ["test_ok.py"]
     healthy(sb)
+
+
+@pytest.mark.timeout(60)
+def test_a_supervisor_killed_from_the_host_is_not_blamed_on_the_agent(sb: Sandbox) -> None:
+    def kill_soon() -> None:
+        time.sleep(0.5)
+        assert sb._sup is not None and sb._sup._proc is not None
+        os.killpg(sb._sup._proc.pid, signal.SIGKILL)  # as the host's OOM killer or an operator would
+
+    threading.Thread(target=kill_soon).start()
+    with pytest.raises(SandboxCrashed) as during:
+        sb.exec("sleep 10")  # killed in the middle of the agent's command: still not its doing
+    assert during.value.by_agent is False and "exited" in str(during.value)
+    with pytest.raises(SandboxCrashed) as after:
+        sb.read_file("hello.txt")
+    assert after.value.by_agent is False
+    sb.reset()  # restarts it
+    assert sb.exec("echo ok").stdout == b"ok\n"

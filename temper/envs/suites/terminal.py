@@ -5,6 +5,7 @@ The agent works in /app with the shell and file tools; when it submits, tests/ i
 or reward.json (components; its `reward` key, else their mean, is the value).
 """
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -13,14 +14,15 @@ from temper.envs.env import GRACE_S, StepResult, TaskLimits, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
-from temper.envs.sandboxes import call
+from temper.envs.sandboxes import call, is_sandbox_crash
 from temper.envs.suite import ListSuite
 from temper.envs.task import Task, content_hash
 from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
 from temper.errors import TemperError
-from temper.sandbox import Limits
+from temper.sandbox import Limits, SandboxError
 from temper.trajectory import FailureKind
 
+REWARD_BYTES = 1 << 20
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks" / "terminal"
 BACKGROUND = ("You are working in a Linux sandbox without network access. The task's files are in /app, "
               "the working directory. Use the tools to inspect and change files and to run commands; "
@@ -52,19 +54,35 @@ class TerminalEnv(SandboxEnv):
     async def verify(self) -> Reward:
         # /tests is writable in the agent phase: what the agent left there (e.g. a json.py that the tests
         # would import before the real one, found by temper envqa) must not reach the verifier.
-        await self.exec("find /tests -mindepth 1 -delete")
-        await call(self.sandbox.upload, self.folder.path / "tests", "/tests")
-        await self.exec("rm -rf /logs/verifier && mkdir -p /logs/verifier")
+        # The agent may also have planted links, fifos or unwritable folders there: what it did to its own
+        # sandbox that keeps the verifier from running is its failure (a 0), never an infrastructure one.
+        prep = await self.exec("chmod -R u+rwX /tests /logs 2>/dev/null; find /tests -mindepth 1 -delete && "
+                               "rm -rf /logs/verifier && mkdir -p /logs/verifier")
+        if prep.exit_code != 0:
+            return _broken(f"cannot clear /tests and /logs/verifier: {prep.stderr.decode(errors='replace')[-300:]}")
+        try:
+            await call(self.sandbox.upload, self.folder.path / "tests", "/tests")
+        except SandboxError as exc:
+            if is_sandbox_crash(exc) or not exc.errno:  # no errno: the host's side failed (e.g. staging)
+                raise
+            return _broken(f"cannot upload the tests: {exc}")
         r = await self.exec(["bash", "/tests/test.sh"], timeout=self.limits.verifier_timeout_s, cwd="/app")
         if r.limit == "wall_time":
             return Reward.infra(FailureKind.HARNESS_TIMEOUT,
                                 f"tests/test.sh ran past {self.limits.verifier_timeout_s:g}s")
         info = {"test_exit_code": r.exit_code, "test_output": (r.stdout + r.stderr).decode(errors="replace")[-2000:]}
         for name in ("reward.txt", "reward.json"):
-            out = await self.exec(["cat", f"/logs/verifier/{name}"])
-            if out.exit_code != 0:
-                continue
-            text = out.stdout.decode(errors="replace").strip()
+            try:  # the host's read opens only a regular file: a fifo or link there fails at once
+                raw = await call(self.sandbox.read_file, f"/logs/verifier/{name}", REWARD_BYTES)
+            except SandboxError as exc:
+                if is_sandbox_crash(exc):
+                    raise
+                if exc.errno == errno.ENOENT:
+                    continue
+                # /logs/verifier was made empty just before test.sh: only the code it ran (the agent's
+                # work) can have left a fifo, socket, link or folder there: the agent's failure, a 0
+                return _broken(f"/logs/verifier/{name} is not a readable file: {exc}", info)
+            text = raw.decode(errors="replace").strip()
             try:
                 reward = Reward(value=float(text)) if name == "reward.txt" else Reward.coerce(json.loads(text))
             except (ValueError, TypeError):
@@ -80,6 +98,11 @@ class TerminalEnv(SandboxEnv):
         reward = (await self.step("")).reward or Reward()
         reward.info["oracle_exit_code"] = r.exit_code
         return reward
+
+
+def _broken(why: str, info: dict[str, Any] | None = None) -> Reward:
+    """A 0 for an agent that broke what the verifier needs in its own sandbox (not masked: see docs/envs.md)."""
+    return Reward(value=0.0, info={**(info or {}), "error": why, "sandbox_broken_by_agent": True})
 
 
 class TerminalSuite(ListSuite):
