@@ -102,6 +102,8 @@ async def list_files(ctx: ToolContext, path: str = ".", recursive: bool = False)
         _reraise_crash(exc)
         raise ToolError(f"cannot list {path}: {exc}") from None
     lines = [f"{e.type:7} {e.size:>9} {e.path}" for e in sorted(entries, key=lambda e: e.path)]
+    if getattr(entries, "truncated", False):
+        lines.append(f"(listing cut after {len(entries)} entries: list a sub-folder, or use bash, for the rest)")
     return "\n".join(lines) or "(empty)"
 
 
