@@ -6,9 +6,12 @@ environment, the staged templates (hidden again once mounted) and what the task 
 /dev/mqueue its own IPC namespace's), and there is no host socket anywhere in it.
 """
 
+import compileall
+import hashlib
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from temper.sandbox import layout
@@ -44,7 +47,7 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int,
           "--proc", "/proc", "--dev", "/dev", "--dir", "/dev/mqueue",
           "--remount-ro", "/dev",  # else a tmpfs of half the RAM the sandbox uid owns, never reset
           "--dir", "/tmp", "--dir", RW,
-          "--ro-bind", str(INSIDE_DIR), "/.temper/inside",
+          "--ro-bind", str(inside_copy(state)), "/.temper/inside",
           "--ro-bind", str(templates or state / "templates"), TEMPLATES]
     py = layout.python_env(cfg)
     if py is not None:
@@ -79,6 +82,30 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int,
     )
     dest_map = {m.dest: m.dest for m in cfg.mounts}
     return a, Plan("bwrap", cfg.workspace_mount, dest_map, init)
+
+
+_inside: dict[Path, Path] = {}
+
+
+def inside_copy(state: Path) -> Path:
+    """The supervisor's code (and bytecode) copied into the state folder, once per version: a
+    bind mount's source shows in /proc/self/mountinfo, and it must not name the checkout."""
+    if state not in _inside:
+        files = sorted(p for p in INSIDE_DIR.rglob("*") if p.is_file())
+        digest = hashlib.sha256(repr([(str(p.relative_to(INSIDE_DIR)), p.stat().st_size, p.stat().st_mtime_ns)
+                                      for p in files]).encode()).hexdigest()[:16]
+        dest = state / "inside" / digest
+        if not dest.is_dir():
+            dest.parent.mkdir(mode=0o755, exist_ok=True)
+            tmp = dest.parent / f".{digest}.{os.getpid()}.{threading.get_ident()}"
+            shutil.copytree(INSIDE_DIR, tmp)  # copy2 keeps mtimes: cached bytecode stays valid
+            compileall.compile_dir(tmp, quiet=2, legacy=False)  # where the package folder had none
+            try:
+                os.rename(tmp, dest)
+            except OSError:  # another process was first
+                shutil.rmtree(tmp, ignore_errors=True)
+        _inside[state] = dest
+    return _inside[state]
 
 
 _probe: dict[tuple[int | None, str], tuple[bool, str]] = {}

@@ -240,3 +240,14 @@ def _without_dev_remount(argv: list[str]) -> list[str]:
         out.append(argv[i])
         i += 1
     return out
+
+
+@pytest.mark.timeout(60)
+def test_mountinfo_does_not_name_the_checkout(state_dir: Path, template: Path, tmp_path: Path) -> None:
+    import temper
+
+    checkout = str(Path(temper.__file__).resolve().parents[1])
+    with Sandbox(make_config("bwrap", state_dir, template, tmp_path)) as s:
+        r = s.exec("cat /proc/self/mountinfo")
+        assert r.exit_code == 0 and checkout not in r.text, r.text
+        assert s.exec("echo ok").text == "ok\n"
