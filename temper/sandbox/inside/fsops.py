@@ -253,6 +253,7 @@ def _copy_into(src: str, dfd: int, dest: str) -> None:
             sub = _subdir(dfd, entry.name, where, perm | 0o700)
             try:
                 _copy_into(entry.path, sub, where)
+                os.fchmod(sub, perm)  # last, as shutil's copystat did: a read-only folder is filled first
             finally:
                 os.close(sub)
         elif stat.S_ISLNK(st.st_mode):  # the template's own link: recreated as a link, not followed
