@@ -70,6 +70,7 @@ class SupervisorHandle:
         self.broken_by_agent = False  # set when a call found the supervisor broken by the sandbox's contents
         self._lease: uids.UidLease | None = None
         self._folder: tuple[Path, bool] | None = None
+        self._stop_lock = threading.Lock()
         t0 = time.monotonic()
         try:
             self._launch(template_key)
@@ -131,7 +132,9 @@ class SupervisorHandle:
         return self._proc is not None and self._proc.poll() is None
 
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
+        with self._stop_lock:  # a sandbox may be closed from two threads at once: release each part once
+            proc, cgroup, lease, folder = self._proc, self.cgroup, self._lease, self._folder
+            self._proc = self.cgroup = self._lease = self._folder = None
         if proc is not None:
             for f in (proc.stdin, proc.stdout):
                 with contextlib.suppress(OSError):
@@ -142,17 +145,14 @@ class SupervisorHandle:
                 os.killpg(proc.pid, 9) if proc.pid > 0 else None
                 proc.kill()
                 proc.wait()
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-        if self._lease is not None:
-            if self._lease.dedicated and self.mode != "bwrap":  # bwrap: its pid namespace died with it
-                direct.kill_uid(self._lease.uid)
-            self._lease.release()
-            self._lease = None
-        if self._folder is not None:
-            direct.remove_folder(*self._folder)
-            self._folder = None
+        if cgroup is not None:
+            cgroup.remove()
+        if lease is not None:
+            if lease.dedicated and self.mode != "bwrap":  # bwrap: its pid namespace died with it
+                direct.kill_uid(lease.uid)
+            lease.release()
+        if folder is not None:
+            direct.remove_folder(*folder)
         with contextlib.suppress(OSError):
             self._log_path().unlink()
 

@@ -15,6 +15,7 @@ Only root can run sandboxes as other uids; otherwise every sandbox runs as our o
 import contextlib
 import fcntl
 import os
+import threading
 from pathlib import Path
 
 from temper.sandbox import idmap, layout
@@ -31,18 +32,21 @@ class UidsExhausted(SandboxError):
 class UidLease:
     def __init__(self, uid: int, fd: int | None, view: Path | None = None):
         self.uid, self._fd, self.view = uid, fd, view
+        self._lock = threading.Lock()
 
     @property
     def dedicated(self) -> bool:
         return self._fd is not None
 
     def release(self) -> None:
-        if self.view is not None:
-            idmap.unmount_view(self.view)
-            self.view = None
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
+        # Once, even when two threads close one sandbox (a pool's background reset and its close):
+        # a second os.close of the number would close whatever file got it next (an audit log's).
+        with self._lock:
+            view, fd, self.view, self._fd = self.view, self._fd, None, None
+        if view is not None:
+            idmap.unmount_view(view)
+        if fd is not None:
+            os.close(fd)  # closing drops the flock
 
 
 def uid_range(cfg: SandboxConfig) -> range:
