@@ -90,6 +90,11 @@ def is_sandbox_crash(exc: BaseException) -> bool:
     return isinstance(exc, SandboxCrashed)
 
 
+def broken_by_agent(why: str, info: dict[str, Any] | None = None) -> Reward:
+    """A 0 for an agent that broke, in its own sandbox, what its episode needs (never masked: docs/envs.md)."""
+    return Reward(value=0.0, info={**(info or {}), "error": why, "sandbox_broken_by_agent": True})
+
+
 def crash_reward(exc: BaseException, where: str) -> Reward:
     """The reward of an episode whose sandbox crashed `where` (e.g. "during bash"): a 0, scored like any
     failed attempt, when what the agent ran or left in the sandbox broke it (`SandboxCrashed.by_agent`:
@@ -97,5 +102,5 @@ def crash_reward(exc: BaseException, where: str) -> Reward:
     masked out (the host closed or killed it, a death between calls). See docs/envs.md."""
     why = f"sandbox crashed {where}: {exc}"
     if getattr(exc, "by_agent", False):
-        return Reward(value=0.0, info={"error": why, "sandbox_broken_by_agent": True})
+        return broken_by_agent(why)
     return Reward.infra(FailureKind.SANDBOX_CRASH, why)

@@ -14,7 +14,7 @@ from temper.envs.env import GRACE_S, StepResult, TaskLimits, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
-from temper.envs.sandboxes import call, is_sandbox_crash
+from temper.envs.sandboxes import broken_by_agent, call, is_sandbox_crash
 from temper.envs.suite import ListSuite
 from temper.envs.task import Task, content_hash
 from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
@@ -59,13 +59,14 @@ class TerminalEnv(SandboxEnv):
         prep = await self.exec("chmod -R u+rwX /tests /logs 2>/dev/null; find /tests -mindepth 1 -delete && "
                                "rm -rf /logs/verifier && mkdir -p /logs/verifier")
         if prep.exit_code != 0:
-            return _broken(f"cannot clear /tests and /logs/verifier: {prep.stderr.decode(errors='replace')[-300:]}")
+            why = prep.stderr.decode(errors="replace")[-300:]
+            return broken_by_agent(f"cannot clear /tests and /logs/verifier: {why}")
         try:
             await call(self.sandbox.upload, self.folder.path / "tests", "/tests")
         except SandboxError as exc:
             if is_sandbox_crash(exc) or not exc.errno:  # no errno: the host's side failed (e.g. staging)
                 raise
-            return _broken(f"cannot upload the tests: {exc}")
+            return broken_by_agent(f"cannot upload the tests: {exc}")
         r = await self.exec(["bash", "/tests/test.sh"], timeout=self.limits.verifier_timeout_s, cwd="/app")
         if r.limit == "wall_time":
             return Reward.infra(FailureKind.HARNESS_TIMEOUT,
@@ -81,7 +82,7 @@ class TerminalEnv(SandboxEnv):
                     continue
                 # /logs/verifier was made empty just before test.sh: only the code it ran (the agent's
                 # work) can have left a fifo, socket, link or folder there: the agent's failure, a 0
-                return _broken(f"/logs/verifier/{name} is not a readable file: {exc}", info)
+                return broken_by_agent(f"/logs/verifier/{name} is not a readable file: {exc}", info)
             text = raw.decode(errors="replace").strip()
             try:
                 reward = Reward(value=float(text)) if name == "reward.txt" else Reward.coerce(json.loads(text))
@@ -98,11 +99,6 @@ class TerminalEnv(SandboxEnv):
         reward = (await self.step("")).reward or Reward()
         reward.info["oracle_exit_code"] = r.exit_code
         return reward
-
-
-def _broken(why: str, info: dict[str, Any] | None = None) -> Reward:
-    """A 0 for an agent that broke what the verifier needs in its own sandbox (not masked: see docs/envs.md)."""
-    return Reward(value=0.0, info={**(info or {}), "error": why, "sandbox_broken_by_agent": True})
 
 
 class TerminalSuite(ListSuite):
