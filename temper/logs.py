@@ -42,3 +42,6 @@ def setup_logging(fmt: LogFormat = "text", level: str = "INFO") -> None:
         handler.setFormatter(logging.Formatter("%(message)s"))
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # one INFO line per HTTP request (rollouts on a server make thousands) would drown everything else
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -19,6 +19,8 @@ FORBIDDEN = {
     "rl": {"engine", "serve", "orchestrator", "evals", "envqa", "agent", "envs", "sandbox"},
     "evals": {"orchestrator", "serve", "envqa"},
     "envqa": {"orchestrator", "serve"},
+    "rollout_servers": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs",
+                        "sandbox"},
 }
 
 
@@ -42,6 +44,17 @@ def test_package_imports_stay_inside_its_boundary(package: str) -> None:
         bad = imported_temper_packages(path) & FORBIDDEN[package]
         offenders += [f"{path.relative_to(TEMPER.parent)} imports temper.{b}" for b in sorted(bad)]
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_vllm_worker_extension_imports_only_what_vllms_venv_has() -> None:
+    """It runs inside vLLM's interpreter (.venv-vllm), where temper's dependencies are not installed."""
+    path = TEMPER / "rollout_servers" / "vllm_worker_extension.py"
+    tree = ast.parse(path.read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names == {"hashlib", "pathlib", "safetensors.torch"}, names
+    init = ast.parse((TEMPER / "rollout_servers" / "__init__.py").read_text())
+    assert not [n for n in ast.walk(init) if isinstance(n, ast.Import | ast.ImportFrom)]  # imported first
 
 
 def _modules_after_import(module: str) -> set[str]:

@@ -14,6 +14,7 @@ from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
 from temper.generation import RemoteGenerationConfig
 from temper.rl.config import CheckpointConfig, FilterConfig, OptimConfig, RLConfig
+from temper.rollout_servers.vllm_config import VllmConfig
 from temper.runtime import RuntimeConfig
 
 DEFAULT_SUITE = "arithmetic:op=add,digits=2,n=2000,seed=1"
@@ -58,8 +59,10 @@ class CurriculumConfig(ConfigModel):
 
 
 class OrchestratorConfig(ConfigModel):
-    backend: Literal["local", "ray", "remote"] = "local"  # remote: generate on an OpenAI-compatible server
+    # remote: generate on an OpenAI-compatible server; vllm: on vLLM servers, started here or attached
+    backend: Literal["local", "ray", "remote", "vllm"] = "local"
     remote: RemoteGenerationConfig = Field(default_factory=RemoteGenerationConfig)  # with backend: remote
+    vllm: VllmConfig = Field(default_factory=VllmConfig)  # with backend: vllm
     num_workers: int = Field(1, ge=1)  # rollout workers (ray: one actor each, with its own engine)
     max_staleness: int = Field(1, ge=0)  # policy versions a trajectory may lag; 0 = synchronous
     group_size: int = Field(8, ge=1)  # samples per task, kept together (GRPO groups)

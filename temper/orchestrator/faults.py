@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from temper.envs import Environment, Observation, Reward
 from temper.envs.env import StepResult
-from temper.orchestrator.backends.protocol import Attempt
+from temper.orchestrator.backends.protocol import Attempt, BackendExhausted
 from temper.orchestrator.config import FaultConfig, RetryConfig
 from temper.trajectory import FailureKind
 
@@ -30,6 +30,8 @@ async def with_retries(run: Callable[[int], Awaitable[Attempt]], cfg: RetryConfi
     for attempt in range(1, cfg.max_attempts + 1):
         try:
             result = await run(attempt)
+        except BackendExhausted:  # nowhere left to retry: the run stops
+            raise
         except Exception as exc:  # a crashed worker call is an infrastructure failure, never the agent's
             result = Attempt([], attempt, FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
         result.attempts, result.failed_tries = attempt, failed

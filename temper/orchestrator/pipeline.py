@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from temper.errors import TemperError
-from temper.orchestrator.backends.protocol import Attempt, Backend
+from temper.orchestrator.backends.protocol import Attempt, Backend, BackendExhausted
 from temper.orchestrator.config import OrchestratorConfig
 from temper.orchestrator.faults import with_retries
 from temper.orchestrator.replay import ReplayBuffer
@@ -113,7 +113,13 @@ class Pipeline:
         self.rr += 1
         task, gid = sched.task, f"{sched.task.id}-{uuid.uuid4().hex[:8]}"
         await asyncio.to_thread(self.store.start_group, gid, task.id, task.domain, self.cfg.group_size)
-        results = await self._run_episodes(sched, gid, worker)
+        try:
+            results = await self._run_episodes(sched, gid, worker)
+        except BackendExhausted as exc:  # stop the run; the store keeps this group unfinished (resume redoes it)
+            async with self.changed:
+                self.error = self.error or exc
+                self.changed.notify_all()
+            return
         group = Group(gid, [self._one(r, task.id, gid, k) for k, r in enumerate(results)])
         status = await self._classify(sched, group, results)
         await self._commit(sched, group, status, [r.attempts for r in results])

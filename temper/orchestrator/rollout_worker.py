@@ -8,7 +8,7 @@ runs in process (local backend) and inside a Ray actor (backends/ray.py).
 """
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,13 +51,18 @@ class GatedClient:
                 self.idle.set()
 
     async def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        await self.while_held(lambda: self.inner.load_weights(state, version))
+
+    async def while_held(self, update: Callable[[], Awaitable[None]]) -> None:
+        """Run `update()` (a weight change); without partial rollouts, new requests wait and
+        in-flight ones finish first."""
         if self.partial:
-            await self.inner.load_weights(state, version)
+            await update()
             return
         self.open.clear()
         try:
             await self.idle.wait()
-            await self.inner.load_weights(state, version)
+            await update()
         finally:
             self.open.set()
 

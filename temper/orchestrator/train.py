@@ -71,9 +71,10 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     trainer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
     loop = asyncio.get_running_loop()
     try:
-        backend = make_backend(cfg, specs, str(run.path / "sandbox"))
+        dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+        backend = make_backend(cfg, specs, str(run.path / "sandbox"), run_dir=run.path, dtype=dtype)
         with progress:
-            if ckpt is not None:
+            if ckpt is not None or getattr(backend, "attached", False):  # a server may hold any weights
                 await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
             before = run.read_json("eval_before.json")
             if eval_suite and cfg.eval.before and before is None:
@@ -187,6 +188,7 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         "eta_s": (cfg.max_steps - step) * elapsed / max(1, step),
         **{f"trainer/{k}": v for k, v in m.items()},
         **{f"injected/{k[9:]}": v for k, v in counters.items() if k.startswith("injected_")},
+        **backend.gauges(),  # weight_update_ms (per server with vllm), servers_up
     }
     return row
 

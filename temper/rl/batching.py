@@ -141,8 +141,10 @@ def make_micro_batches(samples: list[Sample], budget: int, packing: bool, pad_id
 
 
 def trajectory_sample(traj, advantage: float | torch.Tensor) -> Sample:
-    """A Trajectory as a Sample: its model tokens carry the advantage and their behaviour logprobs."""
+    """A Trajectory as a Sample: its model tokens carry the advantage, their behaviour logprobs and the
+    policy version that sampled each."""
     tokens = torch.tensor(traj.token_ids, dtype=torch.long)
     mask = torch.tensor(traj.loss_mask, dtype=torch.bool)
     adv = advantage if isinstance(advantage, torch.Tensor) else torch.full((len(tokens),), float(advantage))
-    return Sample(tokens, mask, {"adv": adv, "behaviour": torch.tensor(traj.logprobs, dtype=torch.float32)})
+    return Sample(tokens, mask, {"adv": adv, "behaviour": torch.tensor(traj.logprobs, dtype=torch.float32),
+                                 "version": torch.tensor(traj.versions, dtype=torch.float64)})

@@ -27,6 +27,9 @@ class UpdateStats:
     mismatch_kl: float | None = None  # k3 estimate of KL(mu || pi_old) on the sampled tokens (RL only)
     mismatch_kl_k1: float | None = None
     is_masked_frac: float | None = None
+    # mean |log pi_old - log mu| over the tokens sampled by the current weights (staleness 0): how far the
+    # rollout server's logprobs are from the trainer's own on the same weights (None: no such token)
+    mean_abs_logprob_mismatch: float | None = None
     value_loss: float | None = None  # gae only
 
     def as_metrics(self) -> dict[str, float]:
@@ -52,6 +55,8 @@ class Sums:
     mismatch_k1: float = 0.0
     mismatch_tokens: float = 0.0
     is_masked: float = 0.0
+    fresh_abs_diff: float = 0.0  # sum of |log pi_old - log mu| over staleness-0 tokens
+    fresh_tokens: float = 0.0
 
     def finish(self, lr: float, start: float, value_loss: bool = False) -> UpdateStats:
         s = self
@@ -70,6 +75,8 @@ class Sums:
         if s.mismatch_tokens:
             out.mismatch_kl, out.mismatch_kl_k1 = s.mismatch_k3 / s.mismatch_tokens, s.mismatch_k1 / s.mismatch_tokens
             out.is_masked_frac = s.is_masked / s.mismatch_tokens
+        if s.fresh_tokens:
+            out.mean_abs_logprob_mismatch = s.fresh_abs_diff / s.fresh_tokens
         return out
 
 

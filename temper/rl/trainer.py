@@ -127,6 +127,10 @@ class Trainer:
                 sums.mismatch_k1 += k1
                 sums.mismatch_tokens += old.numel()
                 sums.is_masked += float((~keep).sum())
+                if "version" in v:  # staleness 0: sampled by the weights pi_old was just computed with
+                    fresh = v["version"] == self.policy_version
+                    sums.fresh_abs_diff += float((old - v["behaviour"]).abs()[fresh].sum())
+                    sums.fresh_tokens += float(fresh.sum())
         set_loss_weights(mbs, num_samples, cfg.loss.aggregation, cfg.loss.norm_length)
 
     def _policy_loss(self, mb: MicroBatch, sums: Sums) -> torch.Tensor:

@@ -1,12 +1,15 @@
 """Backends by role: `protocol` (the interface and the episode result), `local` (workers in this
-process, the default), `ray` (workers as Ray actors), `remote` (an OpenAI-compatible server)."""
+process, the default), `ray` (workers as Ray actors), `remote` (an OpenAI-compatible server),
+`vllm` (vLLM servers, started here or attached)."""
 
 from typing import Any
 
-from temper.orchestrator.backends.protocol import Attempt, Backend
+from temper.orchestrator.backends.protocol import Attempt, Backend, BackendExhausted
 
 
-def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None) -> Any:
+def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None, run_dir: Any = None,
+                 dtype: str = "float32") -> Any:
+    """The backend `cfg.orchestrator.backend` names; `run_dir` holds managed servers' logs, `dtype` is theirs."""
     from temper.orchestrator.rollout_worker import WorkerSpec  # imports this package's protocol
     from temper.sandbox import SandboxConfig
 
@@ -16,6 +19,10 @@ def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None) 
         from temper.orchestrator.backends.remote import RemoteBackend
 
         return RemoteBackend(cfg.model, o.remote, suite_specs, spec, o.num_workers, sandbox)
+    if o.backend == "vllm":
+        from temper.orchestrator.backends.vllm import VllmBackend
+
+        return VllmBackend(cfg.model, o.vllm, suite_specs, spec, sandbox, run_dir, o.vllm.dtype or dtype)
     if o.backend == "ray":
         from temper.orchestrator.backends.ray import RayBackend
 
@@ -25,4 +32,4 @@ def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None) 
     return LocalBackend(cfg.model, cfg.engine, suite_specs, spec, o.num_workers, sandbox)
 
 
-__all__ = ["Attempt", "Backend", "make_backend"]
+__all__ = ["Attempt", "Backend", "BackendExhausted", "make_backend"]

@@ -5,7 +5,12 @@ is the default; `ray` (actors) and `remote` (an OpenAI-compatible server) implem
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from temper.errors import TemperError
 from temper.trajectory import FailureKind
+
+
+class BackendExhausted(TemperError):
+    """No worker or server is left to run episodes on: the run stops (never retried, never a task's fault)."""
 
 
 @dataclass
@@ -29,6 +34,8 @@ class Backend(Protocol):
 
     async def push_weights(self, state: dict, version: int) -> None: ...
 
-    def counters(self) -> dict[str, float]: ...
+    def counters(self) -> dict[str, float]: ...  # summed over workers (tokens, episodes)
+
+    def gauges(self) -> dict[str, float]: ...  # the latest values (weight update latency, servers up)
 
     def close(self) -> None: ...

@@ -124,6 +124,9 @@ class RayBackend:
         self._counters = sum_counters(per)
         return self._counters
 
+    def gauges(self) -> dict[str, float]:
+        return {}
+
     def close(self) -> None:
         import ray
 

@@ -2,6 +2,7 @@
 (`temper serve`, vLLM, SGLang) through `RemoteClient`, with token ids in and out. New weights go to
 the server after each training step (`/v1/load_weights` for `temper serve`)."""
 
+import time
 from typing import Any
 
 from temper.envs import parse_spec
@@ -21,10 +22,13 @@ class RemoteBackend(LocalBackend):
                                   sandbox=sandbox)
         self.workers = [RolloutWorker(self.policy, suites, spec.salted(i)) for i in range(num_workers)]
         self.num_workers = num_workers
+        self.update_ms = None
 
     async def push_weights(self, state: dict, version: int) -> None:
         # One server: push once (the workers' gates still order the update against their requests).
+        start = time.perf_counter()
         await self.workers[0].load_weights(state, version)
+        self.update_ms = (time.perf_counter() - start) * 1000
 
     def close(self) -> None:
         self.policy.close()

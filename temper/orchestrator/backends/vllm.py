@@ -1,0 +1,188 @@
+"""The vLLM backend: rollout workers in this process, one per vLLM server, each generating on its
+server through `VllmClient` (token ids in and out), all sharing one sandbox pool.
+
+Servers are started here (`orchestrator.vllm.num_servers`, managed: stopped with the run) or given
+by URL (`orchestrator.vllm.urls`, attached: checked before any work). A group's n episodes go to one
+server (the pipeline sends a group to one worker), so they share its prefix cache.
+
+After each trainer step the weights are written once as safetensors under `weights_dir` and every
+live server loads them in place (pause with requests kept, load, drop the prefix cache, tag the
+version, resume); the latency per server goes into metrics.jsonl (`weight_update_ms/server<i>`).
+
+A server that dies or stops answering is marked down: the episode that found it down is an
+infrastructure failure, retried on another server, never a reward of 0; the run goes on with the
+servers left and stops with one line (`BackendExhausted`, the store resumable) when none is left.
+"""
+
+import asyncio
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+from temper.envs import parse_spec
+from temper.orchestrator.backends.protocol import Attempt, BackendExhausted
+from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
+from temper.policy import Policy
+from temper.rollout_servers.vllm_client import VllmClient
+from temper.rollout_servers.vllm_config import VllmConfig
+from temper.rollout_servers.vllm_server import VllmServer, VllmServerError, core_shares, probe
+from temper.trajectory import FailureKind
+
+log = logging.getLogger(__name__)
+SERVER_FAILURES = (FailureKind.ENGINE_ERROR, FailureKind.HARNESS_TIMEOUT)  # what a dead or hung server looks like
+
+
+class VllmBackend:
+    def __init__(self, model: str, cfg: VllmConfig, suite_specs: list[str], spec: WorkerSpec, sandbox: Any = None,
+                 run_dir: Path | None = None, dtype: str = "float32"):
+        from temper.envs.sandboxes import make_pool
+        from temper.models import Tokenizer, resolve_model
+
+        self.cfg = cfg
+        folder = resolve_model(model)
+        tokenizer = Tokenizer.from_folder(folder)
+        root = Path(run_dir) if run_dir is not None else Path.cwd() / "vllm"
+        self.weights_dir = Path(cfg.weights_dir) if cfg.weights_dir else root / "vllm" / "weights"
+        self.servers: list[VllmServer] = []
+        self.attached = bool(cfg.urls)  # the trainer pushes its weights first: an attached server may hold any
+        if cfg.urls:
+            urls, name = [u.rstrip("/").removesuffix("/v1") for u in cfg.urls], cfg.model
+            for i, url in enumerate(urls):  # before any work: a wrong URL is one line, not a run of failures
+                name = probe(url, name, f"orchestrator.vllm.urls[{i}]: {url}", cfg.health_timeout_s * 6)
+        else:
+            urls, name = self._start_servers(folder, root / "vllm", dtype), cfg.served_model_name
+        suites = [parse_spec(s) for s in suite_specs]
+        self.pool = make_pool(sandbox, size=8) if any(s.needs_sandbox for s in suites) else None
+        self.clients = [VllmClient(url, name, tokenizer, cfg.request_timeout_s) for url in urls]
+        self.workers = [RolloutWorker(Policy(c, tokenizer, sandboxes=self.pool, name=f"{name} @ {c.base}"), suites,
+                                      spec.salted(i)) for i, c in enumerate(self.clients)]
+        self.num_workers = len(self.workers)
+        self.down: dict[int, str] = {}
+        self.update_ms: dict[int, float] = {}
+        self.write_ms: float | None = None
+
+    def _start_servers(self, folder: Path, log_dir: Path, dtype: str) -> list[str]:
+        """Start every server at once (their start-ups overlap), then wait for each; one failing stops all."""
+        shares = core_shares(self.cfg.num_servers)
+        try:
+            for i in range(self.cfg.num_servers):
+                self.servers.append(VllmServer.start(i, folder, self.cfg, log_dir, threads=shares[i], dtype=dtype))
+            for s in self.servers:
+                s.wait_ready(self.cfg.startup_timeout_s, self.cfg.served_model_name)
+        except BaseException:
+            self._stop_servers()
+            raise
+        log.info("vLLM servers ready: %s", ", ".join(s.name for s in self.servers))
+        (log_dir / "servers.json").write_text(json.dumps(
+            [{"index": s.index, "url": s.url, "pid": s.pid, "log": str(s.log_path)} for s in self.servers], indent=1))
+        return [s.url for s in self.servers]
+
+    # ---- episodes ---------------------------------------------------------------------------
+    def _live(self, worker: int) -> int:
+        live = [i for i in range(self.num_workers) if i not in self.down]
+        if not live:
+            raise BackendExhausted("every vLLM server is down; last: " + list(self.down.values())[-1]
+                                   + "; the store is resumable: temper train --resume RUN_DIR")
+        return worker if worker in live else live[worker % len(live)]
+
+    async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
+                          eval_mode: bool = False) -> Attempt:
+        i = self._live(worker)
+        try:
+            attempt = await self.workers[i].run_episode(suite_index, task_id, group_id, index, eval_mode)
+        except Exception:
+            await self._check(i)
+            raise
+        if attempt.failure in SERVER_FAILURES:
+            await self._check(i)
+        return attempt
+
+    async def _check(self, i: int) -> bool:
+        """Is server i still up? A dead process, or no /health answer in health_timeout_s, marks it down."""
+        if i in self.down:
+            return False
+        why = None
+        if i < len(self.servers) and not self.servers[i].alive():
+            why = f"its process exited (code {self.servers[i].process.returncode})"
+        else:
+            try:
+                r = await self.clients[i]._http().get("/health", timeout=self.cfg.health_timeout_s)
+                if r.status_code != 200:
+                    why = f"/health answered HTTP {r.status_code}"
+            except httpx.HTTPError as exc:
+                why = f"/health failed: {type(exc).__name__}: {exc}"
+        if why is None or i in self.down:
+            return why is None
+        name = self.servers[i].name if i < len(self.servers) else f"vLLM server {i} ({self.clients[i].base})"
+        self.down[i] = f"{name} is down: {why}"
+        log.error("%s; its episodes are retried on the %d server(s) left", self.down[i],
+                  self.num_workers - len(self.down))
+        return False
+
+    # ---- weights ----------------------------------------------------------------------------
+    async def push_weights(self, state: dict, version: int) -> None:
+        """Write the weights once, then load them into every live server (in parallel)."""
+        folder = self.weights_dir / f"v{version}"
+        start = time.perf_counter()
+        await asyncio.to_thread(write_safetensors, state, folder)
+        self.write_ms = (time.perf_counter() - start) * 1000
+        live = [i for i in range(self.num_workers) if i not in self.down]
+        try:
+            await asyncio.gather(*(self._load(i, str(folder), version) for i in live))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        self._live(0)  # raises when the update found every server down
+
+    async def _load(self, i: int, folder: str, version: int) -> None:
+        start = time.perf_counter()
+        try:
+            await self.workers[i].client.while_held(lambda: self.clients[i].load_weights_from(folder, version))
+        except Exception as exc:
+            if await self._check(i):  # alive but refused the weights: half-loaded weights must not roll out
+                raise VllmServerError(f"vLLM server {i} ({self.clients[i].base}) failed to load the weights of "
+                                      f"version {version}: {exc}") from None
+            return
+        self.update_ms[i] = (time.perf_counter() - start) * 1000
+
+    # ---- reporting and shutdown ---------------------------------------------------------------
+    def counters(self) -> dict[str, float]:
+        return sum_counters(w.counters() for w in self.workers)
+
+    def gauges(self) -> dict[str, float]:
+        g: dict[str, float] = {"servers_up": float(self.num_workers - len(self.down))}
+        if self.update_ms:
+            live = [ms for i, ms in self.update_ms.items() if i not in self.down]
+            g["weight_update_ms"] = sum(live) / max(1, len(live))
+            g.update({f"weight_update_ms/server{i}": ms for i, ms in sorted(self.update_ms.items())})
+        if self.write_ms is not None:
+            g["weight_write_ms"] = self.write_ms
+        return g
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        self._stop_servers()
+        shutil.rmtree(self.weights_dir, ignore_errors=True)
+
+    def _stop_servers(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
+def write_safetensors(state: dict, folder: Path) -> None:
+    """The full state dict as one safetensors file (tied weights saved apart: safetensors refuses shared storage)."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items() if isinstance(v, torch.Tensor)}
+    save_file(tensors, str(folder / "model.safetensors"))
+    (folder / "model.safetensors").chmod(0o644)
+
+
+__all__ = ["VllmBackend", "write_safetensors"]
