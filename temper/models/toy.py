@@ -46,7 +46,9 @@ def make_toy_model(folder: str | Path, seed: int = 0, hidden: int = 32, layers: 
     return save_model(model, tok, folder)
 
 
-if __name__ == "__main__":  # python -m temper.models.toy FOLDER
+if __name__ == "__main__":  # python -m temper.models.toy FOLDER [HIDDEN]
     import sys
 
-    print(make_toy_model(sys.argv[1] if len(sys.argv) > 1 else "runs/toy-model"))
+    # HIDDEN 128 gives head_dim 32, the smallest vLLM's CPU attention runs (the default's 8 it refuses)
+    print(make_toy_model(sys.argv[1] if len(sys.argv) > 1 else "runs/toy-model",
+                         hidden=int(sys.argv[2]) if len(sys.argv) > 2 else 32))
