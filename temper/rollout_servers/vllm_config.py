@@ -24,4 +24,5 @@ class VllmConfig(ConfigModel):
     weights_dir: str | None = None  # where pushed weights go (shared by trainer and servers); default RUN/vllm/weights
     startup_timeout_s: float = Field(600.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)
-    health_timeout_s: float = Field(5.0, gt=0)  # a server that does not answer /health within this is down
+    health_timeout_s: float = Field(5.0, gt=0)  # a /health answer later than this is a miss
+    health_interval_s: float = Field(5.0, gt=0)  # each live server's /health is checked this often; two misses: down

@@ -95,6 +95,8 @@ def test_metrics_and_policy_version():
     d = [lp - mu for lp, _, mu in hand]  # log(pi_old / mu)
     assert u.mismatch_kl == pytest.approx(_token_mean([torch.exp(x) - x - 1 for x in d]), rel=1e-5)
     assert u.mismatch_kl_k1 == pytest.approx(_token_mean([-x for x in d]), rel=1e-5)
+    # every token was sampled at the trainer's version (staleness 0): all of them count
+    assert u.mean_abs_logprob_mismatch == pytest.approx(_token_mean([x.abs() for x in d]), rel=1e-5)
     assert u.is_masked_frac == 0.0 and u.kl == 0.0 and u.value_loss is None
     assert u.clip_frac_low == u.clip_frac_high == u.clip_frac_dual == 0.0  # ratio 1 on the first update
     assert u.entropy == pytest.approx(_token_mean([ent for _, ent, _ in hand]), rel=1e-5)
@@ -105,9 +107,18 @@ def test_metrics_and_policy_version():
     assert set(m.as_metrics()) == {
         "loss", "grad_norm", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "kl", "entropy", "adv_mean",
         "adv_std", "adv_min", "adv_max", "reward_mean", "tokens", "tokens_per_s", "mismatch_kl", "mismatch_kl_k1",
-        "is_masked_frac", "dropped_groups", "dropped_failed", "masked_overlong", "kept_trajectories",
-        "staleness_mean", "staleness_max", "lr", "policy_version"}  # the trainer/<key> columns of metrics.jsonl
+        "is_masked_frac", "mean_abs_logprob_mismatch", "dropped_groups", "dropped_failed", "masked_overlong",
+        "kept_trajectories", "staleness_mean", "staleness_max", "lr",
+        "policy_version"}  # the trainer/<key> columns of metrics.jsonl
     assert m.as_metrics()["loss"] == u.loss and m.as_metrics()["policy_version"] == 1.0
+
+
+def test_the_logprob_mismatch_counts_only_tokens_of_the_current_version():
+    trajs = make_trajectories()
+    tr = Trainer(make_model(), _cfg())
+    assert tr.step(trajs).update.mean_abs_logprob_mismatch > 0  # version 0 tokens, trainer at 0
+    stale = tr.step(trajs).update  # the same version-0 tokens, now one version behind the trainer
+    assert stale.mean_abs_logprob_mismatch is None and stale.mismatch_kl > 0
 
 
 def test_only_model_tokens_and_healthy_episodes_carry_loss():

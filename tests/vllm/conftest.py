@@ -20,20 +20,3 @@ def vllm_toy(tmp_path_factory) -> Path:
     from temper.models.toy import make_toy_model
 
     return make_toy_model(tmp_path_factory.mktemp("vllm-toy") / "toy", hidden=128, positions=1024)
-
-
-def tiny_vllm_recipe(model: Path, out: Path, **orchestrator) -> dict:
-    """The tiny recipe (the toy model learns 'say 7' -> '7') on the vLLM backend."""
-    return {
-        "model": str(model),
-        "suites": [{"spec": "toy:n=64,seed=0,digits=2"}],
-        "algorithm": {"optim": {"lr": 0.03, "total_steps": 1000, "min_lr_ratio": 1.0},
-                      "checkpoint": {"keep_last": 2, "keep_best": False}},
-        "agent": {"max_turn_tokens": 1, "system_prompt": "say"},
-        "orchestrator": {"group_size": 8, "batch_groups": 4, "max_staleness": 0, "concurrency": 32,
-                         "backend": "vllm", **orchestrator},
-        "eval": {"suite": None},
-        "max_steps": 2,
-        "out": str(out),
-        "logging": {"progress": False, "plots": False},
-    }

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+from vllm_helpers import trainer_logprobs
 
 from temper.generation import SamplingParams
 from temper.models import Tokenizer, load_model
@@ -50,14 +51,6 @@ def gone(pgid: int, within_s: float = 10.0) -> bool:
 @pytest.fixture
 def client(server: VllmServer, vllm_toy: Path) -> VllmClient:
     return VllmClient(server.url, "temper-policy", Tokenizer.from_folder(vllm_toy))
-
-
-def trainer_logprobs(model, prompt: list[int], out: list[int], temperature: float) -> list[float]:
-    """log softmax(logits / T) of each sampled token, as the trainer recomputes them."""
-    ids = torch.tensor([prompt + out])
-    with torch.no_grad():
-        logits = model.logits(ids)[0, len(prompt) - 1:-1].float() / temperature
-    return logits.log_softmax(-1).gather(-1, torch.tensor(out)[:, None])[:, 0].tolist()
 
 
 def local_greedy(model, tokenizer, prompt: list[int], n: int) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import tiny_vllm_recipe
+from vllm_helpers import tiny_vllm_recipe, trainer_logprobs
 
 from temper.orchestrator.config import TrainConfig
 from temper.orchestrator.run_dir import RunDir
@@ -79,7 +79,7 @@ def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Pa
         assert all(r["trainer/mean_abs_logprob_mismatch"] < 1e-3 for r in got), got
         assert asyncio.run(client.server_version()) == "2"  # tagged with the trainer's version
         assert asyncio.run(client.weights_digest()) != before
-        # the server's greedy answer is the local engine's on the last checkpoint's weights
+        # the server's greedy answer is the local engine's on the last checkpoint's weights...
         final = load_model(str(run / "checkpoints" / "step_000002" / "model"))
         prompt, params = [3, 7, 4, 8, 9, 2, 5], SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
         theirs = asyncio.run(client.generate(prompt, params))
@@ -89,12 +89,13 @@ def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Pa
         finally:
             policy.close()
         assert theirs.token_ids == ours.token_ids and theirs.versions == [2] * 24
-        base = load_model(str(vllm_toy))
-        policy = open_policy(base.model, tokenizer=base.tokenizer)
-        try:  # the comparison can fail: the base weights answer differently
-            assert asyncio.run(policy.client.generate(prompt, params)).token_ids != ours.token_ids
-        finally:
-            policy.close()
+        # ...and its logprobs are those weights' (not the base model's: two steps moved them measurably)
+        sampled = asyncio.run(client.generate(prompt, SamplingParams(temperature=1.0, max_tokens=24, seed=5,
+                                                                     ignore_eos=True)))
+        for weights, close in ((final.model, True), (load_model(str(vllm_toy)).model, False)):
+            exact = trainer_logprobs(weights, prompt, sampled.token_ids, 1.0)
+            gap = sum(abs(a - b) for a, b in zip(exact, sampled.logprobs, strict=True)) / len(exact)
+            assert (gap < 1e-4) == close, gap
         assert server.alive()  # an attached server is the user's: the run leaves it running
     finally:
         server.stop()
@@ -103,7 +104,7 @@ def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Pa
 def test_a_killed_server_of_two_costs_retries_not_rewards(vllm_toy: Path, tmp_path: Path):
     run = tmp_path / "run"
     recipe = tiny_vllm_recipe(vllm_toy, run, vllm={"num_servers": 2})
-    recipe.update(max_steps=6)
+    recipe.update(max_steps=4)
     recipe["orchestrator"].update(max_staleness=1, concurrency=16)
     recipe["agent"]["max_turn_tokens"] = 48  # long enough generations that episodes are in flight at the kill
     recipe["algorithm"]["optim"]["lr"] = 0.003
@@ -123,7 +124,7 @@ def test_a_killed_server_of_two_costs_retries_not_rewards(vllm_toy: Path, tmp_pa
     t.join(240)
     assert not t.is_alive() and not errors, errors
     got = rows(run)
-    assert len(got) == 6 and got[-1]["servers_up"] == 1, got[-1]
+    assert len(got) == 4 and got[-1]["servers_up"] == 1, got[-1]
     assert "weight_update_ms/server0" in got[-1]
     store = Store(run / "store.sqlite")
     counts = store.training_counts()
@@ -184,3 +185,70 @@ def test_a_sandboxed_terminal_suite_rolls_out_on_vllm(vllm_toy: Path, tmp_path: 
     assert len(got) == 1 and got[0]["failures"] == 0 and got[0]["sandbox_episodes_per_s"] > 0, got
     audit = (run / "sandbox" / "sandbox-audit.jsonl").read_text()
     assert "test.sh" in audit  # every episode's verifier ran in a pool sandbox
+
+
+def test_a_hung_server_is_found_by_its_health_check_and_its_episode_ends_at_once(vllm_toy: Path, tmp_path: Path):
+    """SIGSTOP: the server's process lives but answers nothing, so no request ever fails by itself."""
+    import asyncio
+
+    from temper.envs import parse_spec
+    from temper.orchestrator.backends import make_backend
+    from temper.trajectory import FailureKind
+
+    recipe = tiny_vllm_recipe(vllm_toy, tmp_path / "run", vllm={"num_servers": 2, "health_interval_s": 1,
+                                                                  "health_timeout_s": 1})
+    cfg = TrainConfig.model_validate(recipe)
+    task = parse_spec(cfg.suites[0].spec).tasks()[0].id
+    backend = make_backend(cfg, [cfg.suites[0].spec], None, run_dir=tmp_path, dtype="float32")
+    hung = backend.servers[1].pid
+    try:
+        async def go():
+            first = await backend.run_episode(1, 0, task, "g0", 0)
+            assert first.failure is None, first.message  # server 1 works
+            os.kill(hung, signal.SIGSTOP)  # it accepts connections (the kernel does) and answers nothing
+            t = time.monotonic()
+            attempt = await backend.run_episode(1, 0, task, "g1", 0)
+            return attempt, time.monotonic() - t, await backend.run_episode(1, 0, task, "g1", 0)
+
+        attempt, waited, retry = asyncio.run(go())
+        assert attempt.failure == FailureKind.ENGINE_ERROR and "is down: /health failed" in attempt.message, attempt
+        assert waited < 15  # two missed checks, not the 600 s request timeout
+        assert retry.failure is None and retry.trajectories  # the retry ran on server 0
+        assert set(backend.down) == {1} and backend.gauges()["servers_up"] == 1
+    finally:
+        os.kill(hung, signal.SIGCONT)
+        backend.close()
+    assert processes_in(tmp_path / "vllm") == []
+
+
+def test_when_every_server_is_down_the_run_stops_with_one_line_and_resumes(vllm_toy: Path, tmp_path: Path):
+    run = tmp_path / "run"
+    recipe = tiny_vllm_recipe(vllm_toy, run)
+    recipe.update(max_steps=3)
+    recipe["orchestrator"]["max_staleness"] = 1
+    (tmp_path / "cfg.json").write_text(json.dumps(recipe))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "temper", "train", "--config", str(tmp_path / "cfg.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 200
+        while not (run / "metrics.jsonl").exists() or not rows(run):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        os.kill(json.loads((run / "vllm" / "servers.json").read_text())[0]["pid"], signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode != 0 and "every vLLM server is down" in lines[-1], err[-2000:]
+    assert "Traceback" not in err
+    assert processes_in(run / "vllm") == []
+    done = len(rows(run))
+    assert 1 <= done < 3
+    r = subprocess.run([sys.executable, "-m", "temper", "train", "--resume", str(run)], capture_output=True,
+                       text=True, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [x["step"] for x in rows(run)][-1] == 3
+    assert Store(run / "store.sqlite").training_counts()["failed_episodes"] == 0  # nothing was scored 0

@@ -9,12 +9,14 @@ After each trainer step the weights are written once as safetensors under `weigh
 live server loads them in place (pause with requests kept, load, drop the prefix cache, tag the
 version, resume); the latency per server goes into metrics.jsonl (`weight_update_ms/server<i>`).
 
-A server that dies or stops answering is marked down: the episode that found it down is an
-infrastructure failure, retried on another server, never a reward of 0; the run goes on with the
+A server that dies or stops answering (its process exits, or /health misses twice in a row; a health
+check runs every health_interval_s) is marked down: the episodes in flight on it end at once as
+infrastructure failures, retried on another server, never a reward of 0; the run goes on with the
 servers left and stops with one line (`BackendExhausted`, the store resumable) when none is left.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -22,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import torch
 
 from temper.envs import parse_spec
@@ -65,6 +66,8 @@ class VllmBackend:
                                       spec.salted(i)) for i, c in enumerate(self.clients)]
         self.num_workers = len(self.workers)
         self.down: dict[int, str] = {}
+        self._events: dict[tuple[int, int], asyncio.Event] = {}
+        self._monitor: asyncio.Task | None = None
         self.update_ms: dict[int, float] = {}
         self.write_ms: float | None = None
 
@@ -94,9 +97,15 @@ class VllmBackend:
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
                           eval_mode: bool = False) -> Attempt:
+        """The episode on server `worker` (another one if it is down). If the server goes down under it
+        (the health monitor saw it dead or hung), the episode ends at once as an engine failure."""
         i = self._live(worker)
+        episode = await self._unless_down(i, self.workers[i].run_episode(suite_index, task_id, group_id, index,
+                                                                         eval_mode))
+        if episode.cancelled():
+            return Attempt([], 1, FailureKind.ENGINE_ERROR, self.down.get(i, f"vLLM server {i} is down"))
         try:
-            attempt = await self.workers[i].run_episode(suite_index, task_id, group_id, index, eval_mode)
+            attempt = episode.result()
         except Exception:
             await self._check(i)
             raise
@@ -104,27 +113,79 @@ class VllmBackend:
             await self._check(i)
         return attempt
 
+    async def _unless_down(self, i: int, work: Any) -> asyncio.Future:
+        """Run `work` until it ends or server i is marked down (then it is cancelled); the finished future."""
+        self._ensure_monitor()
+        task = asyncio.ensure_future(work)
+        down = asyncio.ensure_future(self._down_event(i).wait())
+        try:
+            await asyncio.wait({task, down}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # a dead server's requests fail at once by themselves: cancel only a hung one's
+                await asyncio.wait({task}, timeout=self.cfg.health_timeout_s)
+        finally:  # also when this call is cancelled: the work must not run on, orphaned
+            down.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        return task
+
+    def _down_event(self, i: int) -> asyncio.Event:
+        """Set when server i is marked down (one per event loop: asyncio events belong to one)."""
+        key = (id(asyncio.get_running_loop()), i)
+        if key not in self._events:
+            self._events[key] = asyncio.Event()
+            if i in self.down:
+                self._events[key].set()
+        return self._events[key]
+
+    def _ensure_monitor(self) -> None:
+        """A health check of every live server each health_interval_s, on the running loop: a server that
+        stops answering is found even while no request to it fails yet (a hung one never would)."""
+        loop = asyncio.get_running_loop()
+        if self._monitor is None or self._monitor.done() or self._monitor.get_loop() is not loop:
+            self._monitor = loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        misses: dict[int, int] = {}
+        while True:
+            await asyncio.sleep(self.cfg.health_interval_s)
+            for i in [i for i in range(self.num_workers) if i not in self.down]:
+                why = await self._probe(i)
+                misses[i] = misses.get(i, 0) + 1 if why else 0
+                if why and (misses[i] >= 2 or why.startswith("its process")):  # one slow answer is not death
+                    self._mark_down(i, why)
+
     async def _check(self, i: int) -> bool:
-        """Is server i still up? A dead process, or no /health answer in health_timeout_s, marks it down."""
+        """Is server i still up (after a failed request)? If not, it is marked down."""
         if i in self.down:
             return False
-        why = None
+        why = await self._probe(i)
+        if why is not None:
+            self._mark_down(i, why)
+        return why is None
+
+    async def _probe(self, i: int) -> str | None:
+        """Why server i is down (its process exited, or /health did not answer 200 within
+        health_timeout_s), or None."""
         if i < len(self.servers) and not self.servers[i].alive():
-            why = f"its process exited (code {self.servers[i].process.returncode})"
-        else:
-            try:
-                r = await self.clients[i]._http().get("/health", timeout=self.cfg.health_timeout_s)
-                if r.status_code != 200:
-                    why = f"/health answered HTTP {r.status_code}"
-            except httpx.HTTPError as exc:
-                why = f"/health failed: {type(exc).__name__}: {exc}"
-        if why is None or i in self.down:
-            return why is None
+            return f"its process exited (code {self.servers[i].process.returncode})"
+        try:
+            r = await self.clients[i]._http().get("/health", timeout=self.cfg.health_timeout_s)
+        except Exception as exc:  # httpx's errors, and anything else a broken connection raises
+            return f"/health failed: {type(exc).__name__}: {exc}"
+        return None if r.status_code == 200 else f"/health answered HTTP {r.status_code}"
+
+    def _mark_down(self, i: int, why: str) -> None:
+        if i in self.down:
+            return
         name = self.servers[i].name if i < len(self.servers) else f"vLLM server {i} ({self.clients[i].base})"
         self.down[i] = f"{name} is down: {why}"
+        for (_, j), event in self._events.items():
+            if j == i:
+                event.set()
         log.error("%s; its episodes are retried on the %d server(s) left", self.down[i],
                   self.num_workers - len(self.down))
-        return False
 
     # ---- weights ----------------------------------------------------------------------------
     async def push_weights(self, state: dict, version: int) -> None:
@@ -142,8 +203,12 @@ class VllmBackend:
 
     async def _load(self, i: int, folder: str, version: int) -> None:
         start = time.perf_counter()
+        done = await self._unless_down(i, self.workers[i].client.while_held(
+            lambda: self.clients[i].load_weights_from(folder, version)))
+        if done.cancelled():  # it went down meanwhile
+            return
         try:
-            await self.workers[i].client.while_held(lambda: self.clients[i].load_weights_from(folder, version))
+            done.result()
         except Exception as exc:
             if await self._check(i):  # alive but refused the weights: half-loaded weights must not roll out
                 raise VllmServerError(f"vLLM server {i} ({self.clients[i].base}) failed to load the weights of "
@@ -166,6 +231,8 @@ class VllmBackend:
         return g
 
     def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
         if self.pool is not None:
             self.pool.close()
         self._stop_servers()
