@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from temper.errors import TemperError
 from temper.generation import RequestError, SamplingParams, default_served_name
@@ -101,7 +102,8 @@ class Server:
             self.reserving -= 1
         headers = {"X-Variant": job.record.variant, "X-Route-Reason": job.record.route_reason, "X-Request-Id": rid}
         if body.stream:
-            include = body.stream_options.include_usage if body.stream_options else True
+            # as OpenAI: the final usage chunk only when stream_options.include_usage asks for it
+            include = bool(body.stream_options and body.stream_options.include_usage)
             return StreamingResponse(stream_job(job, run, self.usage, include), media_type="text/event-stream",
                                      headers=headers)
         status = "aborted"
@@ -191,7 +193,32 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         message, param = describe_validation(list(exc.errors()))
+        if request.url.path in ENDPOINTS:  # a refused generation request is a usage record too
+            api_key = request.headers.get("authorization", "").removeprefix("Bearer ").strip() or None
+            server.usage.finish(UsageRecord(f"rejected-{uuid.uuid4().hex[:24]}", ENDPOINTS[request.url.path], "",
+                                            "none", "none", key_id(api_key), status="rejected", http_status=400,
+                                            error=message))
         return JSONResponse(error_body(message, param), 400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Unknown routes and methods answer in the OpenAI error shape, not FastAPI's {"detail": ...}."""
+        what = {404: "no such route", 405: "method not allowed"}.get(exc.status_code, str(exc.detail))
+        return JSONResponse(error_body(f"{request.method} {request.url.path}: {what}", None, "invalid_request_error",
+                                       {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)),
+                            exc.status_code, getattr(exc, "headers", None))
+
+    @app.middleware("http")
+    async def _count(request: Request, call_next: Any) -> Response:
+        """temper_serve_http_requests_total by route, method and status: refusals and failures included."""
+        try:
+            response = await call_next(request)
+        except Exception:
+            server.metrics.http.labels(route=_route(request), method=request.method, status="500").inc()
+            raise
+        server.metrics.http.labels(route=_route(request), method=request.method,
+                                   status=str(response.status_code)).inc()
+        return response
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
@@ -235,6 +262,15 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
         return {"version": body.version, "tensors": n, "seconds": round(time.perf_counter() - start, 3)}
 
     return app
+
+
+ENDPOINTS = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}  # path -> usage endpoint
+
+
+def _route(request: Request) -> str:
+    """The matched route's template (bounded label values), or 'unmatched'."""
+    route = request.scope.get("route")
+    return getattr(route, "path", None) or "unmatched"
 
 
 def _hint(request: Request, body: Sampling, name: str) -> Any:

@@ -45,6 +45,8 @@ class Metrics:
         self.registry = r = CollectorRegistry()
         self.requests = Counter("temper_serve_requests", "Requests by variant, endpoint and status",
                                 ["variant", "endpoint", "status"], registry=r)
+        self.http = Counter("temper_serve_http_requests", "HTTP requests by route template, method and status code",
+                            ["route", "method", "status"], registry=r)
         self.tokens = Counter("temper_serve_tokens", "Tokens by variant and kind (prompt, cached_prompt, completion)",
                               ["variant", "kind"], registry=r)
         self.ttft = Histogram("temper_serve_time_to_first_token_seconds", "Time to first token",

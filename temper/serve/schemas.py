@@ -14,7 +14,7 @@ class Lenient(BaseModel):
 
 
 class StreamOptions(Lenient):
-    include_usage: bool = True
+    include_usage: bool = False  # as OpenAI: the final usage chunk only when asked
 
 
 class Hints(Lenient):

@@ -1,4 +1,4 @@
-"""Server-sent events in the OpenAI format: `data: {chunk}` lines, a final usage chunk, `data: [DONE]`.
+"""Server-sent events in the OpenAI format: `data: {chunk}` lines, a final usage chunk when asked, `data: [DONE]`.
 
 Text is streamed by decoding each sample's tokens so far and sending what is new, minus a tail
 that could still become a stop string (the engine cuts stop strings from the final text) or an
@@ -39,7 +39,7 @@ def _safe(text: str, stops: list[str]) -> str:
     return text.rstrip("\ufffd")
 
 
-async def stream_job(job: Job, run: Run, log: UsageLog, include_usage: bool = True) -> AsyncIterator[bytes]:
+async def stream_job(job: Job, run: Run, log: UsageLog, include_usage: bool = False) -> AsyncIterator[bytes]:
     tok, chat = job.tokenizer, job.kind == "chat"
     obj = "chat.completion.chunk" if chat else "text_completion"
     samples: dict[int, _Sample] = {}
