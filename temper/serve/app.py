@@ -37,6 +37,7 @@ from temper.serve.schemas import (
     error_body,
 )
 from temper.serve.streaming import stream_job
+from temper.serve.tokenize_routes import add_tokenizer_routes
 from temper.serve.usage import UsageLog, UsageRecord, key_id
 from temper.serve.variants import Variants
 
@@ -248,6 +249,8 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request, body: ChatRequest) -> Response:
         return await server.generate(request, body, "chat")
+
+    add_tokenizer_routes(app, server.name, variants.tokenizer, variants.max_model_len)
 
     @app.post("/v1/load_weights")
     async def load_weights(body: LoadWeightsRequest) -> dict[str, Any]:
