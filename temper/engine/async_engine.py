@@ -26,6 +26,9 @@ class AsyncEngine:
     def __init__(self, engine: LLMEngine):
         self.engine = engine
         self._wake = threading.Event()
+        self._running = threading.Event()  # cleared by pause(): requests stay queued, no step runs
+        self._running.set()
+        self._step_lock = threading.Lock()  # held for one step: pause() returns only between steps
         self._closed = False
         self._ids = itertools.count()
         self._thread = threading.Thread(target=self._loop, name="temper-engine", daemon=True)
@@ -36,7 +39,12 @@ class AsyncEngine:
             self._wake.wait()
             self._wake.clear()
             while not self._closed and self.engine.has_unfinished():
-                self.engine.step()
+                if not self._running.is_set():
+                    self._running.wait(0.1)
+                    continue
+                with self._step_lock:
+                    if self._running.is_set():
+                        self.engine.step()
 
     async def stream(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                      request_id: str | None = None) -> AsyncIterator[TokenEvent | Completion]:
@@ -84,7 +92,25 @@ class AsyncEngine:
         """New weights between two steps (the engine lock orders it against the running loop)."""
         await asyncio.to_thread(self.engine.load_weights, state_dict, version)
 
+    async def pause(self) -> None:
+        """Stop stepping once the current step ends; every request keeps its place and its KV."""
+        self._running.clear()
+        await asyncio.to_thread(self._wait_step)
+
+    def _wait_step(self) -> None:
+        with self._step_lock:
+            pass
+
+    def resume(self) -> None:
+        self._running.set()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
     def close(self) -> None:
+        self._running.set()
         self._closed = True
         self._wake.set()
         self._thread.join(timeout=5)

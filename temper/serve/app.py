@@ -27,6 +27,7 @@ from temper.serve.chat import chat_prompt_ids
 from temper.serve.config import ServeConfig
 from temper.serve.metrics import Metrics
 from temper.serve.responses import Job
+from temper.serve.rl_routes import add_rl_routes
 from temper.serve.router import Router, UnknownModel, split_model
 from temper.serve.schemas import (
     ChatRequest,
@@ -65,6 +66,8 @@ class Server:
         self.usage = UsageLog(cfg.usage, self.metrics)
         self.reserving = 0  # requests between admission and the engine (their prompts being prepared)
         self.draining = False
+        self.open = asyncio.Event()  # cleared while paused (/pause): new requests wait for /resume
+        self.open.set()
 
     def admit(self, key: str) -> None:
         """Budget and queue checks; raises the 429 (or 503 while shutting down)."""
@@ -82,6 +85,7 @@ class Server:
                            kind="rate_limit_error", headers={"Retry-After": str(self.cfg.queue.retry_after_s)})
 
     async def generate(self, request: Request, body: Sampling, kind: str) -> Response:
+        await self.open.wait()
         try:
             requested = split_model(body.model, self.name)
         except UnknownModel as exc:
@@ -251,6 +255,7 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
         return await server.generate(request, body, "chat")
 
     add_tokenizer_routes(app, server.name, variants.tokenizer, variants.max_model_len)
+    add_rl_routes(app, server)
 
     @app.post("/v1/load_weights")
     async def load_weights(body: LoadWeightsRequest) -> dict[str, Any]:
