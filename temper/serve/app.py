@@ -138,6 +138,8 @@ class Server:
                 logprobs = (body.top_logprobs or 0) if body.logprobs else None
             else:
                 assert isinstance(body, CompletionRequest)
+                if (problem := body.echo_problem()) is not None:
+                    raise self._reject(record, 400, problem[1], problem[0])
                 prompts = [tok.encode(p, add_special_tokens=True) if isinstance(p, str) else list(p)
                            for p in body.prompts()]
                 content, logprobs = body.prompt, body.logprobs
@@ -145,12 +147,15 @@ class Server:
             raise self._reject(record, 400, f"{field}: {exc}", field) from None
         max_tokens = (getattr(body, "max_completion_tokens", None) or body.max_tokens
                       or self.cfg.max_tokens_default)
+        echo_only = getattr(body, "max_tokens", None) == 0  # echo, max_tokens 0: one token is made, then dropped
+        scores_prompt = bool(getattr(body, "scores_prompt", False))
+        top = max(logprobs or 0, getattr(body, "prompt_logprobs", None) or 0)
         params = SamplingParams(
             temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
             repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
-            frequency_penalty=body.frequency_penalty, seed=body.seed, max_tokens=max_tokens, n=body.n,
-            stop=list(body.stop or []), stop_token_ids=body.stop_token_ids, ignore_eos=body.ignore_eos,
-            skip_special_tokens=body.skip_special_tokens, logprobs=logprobs or 0)
+            frequency_penalty=body.frequency_penalty, seed=body.seed, max_tokens=1 if echo_only else max_tokens,
+            n=body.n, stop=list(body.stop or []), stop_token_ids=body.stop_token_ids, ignore_eos=body.ignore_eos,
+            skip_special_tokens=body.skip_special_tokens, logprobs=top, prompt_logprobs=scores_prompt)
         route = self.router.route(
             requested, temperature=body.temperature, prompt_tokens=max(len(p) for p in prompts),
             inflight=self.variants.inflight, latency_budget_ms=_hint(request, body, "latency_budget_ms"),
@@ -158,7 +163,8 @@ class Server:
         record.variant, record.route_reason = route.variant, route.reason
         self.metrics.routes.labels(variant=route.variant, reason=route.reason).inc()
         job = Job(kind, rid, body.model, prompts, params, record, tok, tools, logprobs, body.return_token_ids,
-                  content)
+                  content, echo=bool(getattr(body, "echo", False)), echo_only=echo_only,
+                  prompt_logprobs=getattr(body, "prompt_logprobs", None))
         try:
             run = await self.variants.submit(prompts, params, rid, route.variant)
         except RequestError as exc:

@@ -27,6 +27,9 @@ class Job:
     logprobs: int | None = None  # None: no logprobs; k: the sampled token plus k alternatives
     return_token_ids: bool = False
     content: Any = None  # the request's messages or prompt, for content logging (redacted there)
+    echo: bool = False  # completions: the prompt comes first in text and logprobs (first token: null)
+    echo_only: bool = False  # max_tokens 0: the one token generated is dropped
+    prompt_logprobs: int | None = None  # vLLM's prompt_logprobs field in each choice
     start: float = field(default_factory=time.perf_counter)
     created: int = field(default_factory=lambda: int(time.time()))
     done: dict[int, Completion] = field(default_factory=dict)
@@ -41,6 +44,9 @@ class Job:
             self.record.ttft_s = time.perf_counter() - self.start
         idx = self.choice_index(prompt_index, item.index)
         if isinstance(item, Completion):
+            if self.echo_only:  # max_tokens 0: the prompt alone was asked for
+                item.token_ids, item.logprobs, item.top_logprobs, item.versions = [], [], [], []
+                item.text, item.finish_reason = "", "length"
             self.done[idx] = item
             self.version = item.version if item.version is not None else self.version
         return idx
@@ -92,6 +98,39 @@ class Job:
             if self.logprobs else None
         return {"tokens": tokens, "token_logprobs": c.logprobs[start:], "top_logprobs": tops, "text_offset": offsets}
 
+    def echoed(self, c: Completion) -> dict[str, Any]:
+        """OpenAI's echo: the prompt's text before the completion's, and (with logprobs) the prompt's tokens
+        first in the legacy logprobs, the first one's logprob null (it has no context)."""
+        prompt = self.tokenizer.decode(c.prompt_token_ids, skip_special_tokens=False)
+        out: dict[str, Any] = {"text": prompt + c.text}
+        if self.logprobs is not None:
+            whole = Completion(c.request_id, c.index, [], [*c.prompt_token_ids, *c.token_ids],
+                               logprobs=[*(c.prompt_logprobs or [None] * len(c.prompt_token_ids)), *c.logprobs],
+                               top_logprobs=[*[t or {} for t in (c.prompt_top_logprobs
+                                                                 or [{}] * len(c.prompt_token_ids))],
+                                             *c.top_logprobs])
+            lp = self.completion_logprobs(whole)
+            if lp is not None and lp["top_logprobs"] is not None:
+                lp["top_logprobs"][0] = None
+            out["logprobs"] = lp
+        return out
+
+    def vllm_prompt_logprobs(self, c: Completion) -> list[dict[str, Any] | None]:
+        """vLLM's shape: per prompt token, {token_id: {"logprob", "rank", "decoded_token"}} for the token and
+        its top alternatives; None for the first."""
+        out: list[dict[str, Any] | None] = []
+        tops = c.prompt_top_logprobs or [None] * len(c.prompt_token_ids)
+        for i, (t, lp) in enumerate(zip(c.prompt_token_ids, c.prompt_logprobs or [], strict=False)):
+            if i == 0 or lp is None:
+                out.append(None)
+                continue
+            alts = dict(sorted((tops[i] or {}).items(), key=lambda kv: -kv[1])[:self.prompt_logprobs or 0])
+            entry = {str(t): {"logprob": lp, "rank": None, "decoded_token": self.token_text(t)}}
+            for rank, (k, v) in enumerate(alts.items(), 1):
+                entry.setdefault(str(k), {"logprob": v, "rank": rank, "decoded_token": self.token_text(k)})
+            out.append(entry)
+        return out
+
     def chat_logprobs(self, token_ids: list[int], logprobs: list[float],
                       tops: list[dict[int, float]]) -> dict[str, Any] | None:
         if self.logprobs is None:
@@ -123,6 +162,10 @@ class Job:
             else:
                 choice = {"index": i, "text": c.text, "finish_reason": self.finish_reason(c),
                           "logprobs": self.completion_logprobs(c)}
+                if self.echo:
+                    choice.update(self.echoed(c))
+                if self.prompt_logprobs is not None:
+                    choice["prompt_logprobs"] = self.vllm_prompt_logprobs(c)
             choice.update(self.rl_fields(c))
             choices.append(choice)
         return {"id": self.rid, "object": "chat.completion" if self.kind == "chat" else "text_completion",

@@ -71,12 +71,22 @@ class CompletionRequest(Sampling):
             raise ValueError("a prompt in the batch is empty")
         return v
 
-    @field_validator("echo")
-    @classmethod
-    def _no_echo(cls, v: bool) -> bool:
-        if v:
-            raise ValueError("echo is not supported (use return_token_ids for the prompt's token ids)")
-        return v
+    # vLLM's: each prompt token's logprob (and this many alternatives) as {token_id: {"logprob", ...}}
+    prompt_logprobs: int | None = Field(None, ge=0, le=20)
+    # OpenAI's max_tokens: 0 (with echo: score the prompt, generate nothing) is allowed here
+    max_tokens: int | None = Field(None, ge=0)
+
+    def echo_problem(self) -> tuple[str, str] | None:
+        """(field, why) when echo and max_tokens do not go together."""
+        if self.max_tokens == 0 and not self.echo:
+            return "max_tokens", "max_tokens: 0 needs echo: true (nothing would be returned)"
+        if self.echo and self.stream:
+            return "echo", "echo with stream is not supported; ask without stream"
+        return None
+
+    @property
+    def scores_prompt(self) -> bool:
+        return self.prompt_logprobs is not None or (self.echo and self.logprobs is not None)
 
     def prompts(self) -> list[str | list[int]]:
         p = self.prompt
