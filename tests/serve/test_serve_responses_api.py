@@ -7,7 +7,6 @@ import json
 import httpx
 import openai
 import pytest
-from serve_helpers import LiveServer, scripted_folder, serve_config
 
 TOOLS = [{"type": "function", "name": "now", "description": "The current time.",
           "parameters": {"type": "object", "properties": {}}}]
@@ -56,14 +55,6 @@ def test_streaming_follows_the_documented_event_sequence(live):
                           "response.content_part.done"]
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert events[-1].response.usage.output_tokens == plain.usage.output_tokens
-
-
-@pytest.fixture(scope="module")
-def tool_server(tmp_path_factory, smollm2_tokenizer):
-    tmp = tmp_path_factory.mktemp("responses-tools")
-    folder = scripted_folder(tmp / "model", smollm2_tokenizer, after="assistant\n", text='<tool_call>{"name": "now"}')
-    with LiveServer(serve_config(folder, tmp)) as srv:
-        yield srv
 
 
 def test_function_calls_are_output_items_and_their_outputs_go_back(tool_server):

@@ -3,20 +3,8 @@ against a tiny scripted model that answers with a tool call (through the openai 
 
 import json
 
-import pytest
-from serve_helpers import LiveServer, scripted_folder, serve_config
-
 TOOLS = [{"type": "function", "function": {"name": "now", "description": "The current time.",
                                            "parameters": {"type": "object", "properties": {}}}}]
-
-
-@pytest.fixture(scope="module")
-def tool_server(tmp_path_factory, smollm2_tokenizer):
-    tmp = tmp_path_factory.mktemp("tools")
-    # After the generation prompt's last token ("\n" of "assistant\n") the model writes a call to `now`.
-    folder = scripted_folder(tmp / "model", smollm2_tokenizer, after="assistant\n", text='<tool_call>{"name": "now"}')
-    with LiveServer(serve_config(folder, tmp)) as srv:
-        yield srv
 
 
 def test_tool_calls_are_parsed(tool_server):
