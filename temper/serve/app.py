@@ -25,6 +25,7 @@ from temper.errors import TemperError
 from temper.generation import RequestError, SamplingParams, default_served_name
 from temper.serve.chat import chat_prompt_ids
 from temper.serve.config import ServeConfig
+from temper.serve.messages_api import add_messages_routes
 from temper.serve.metrics import Metrics
 from temper.serve.responses import Job
 from temper.serve.responses_api import add_responses_routes
@@ -264,6 +265,7 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
     add_tokenizer_routes(app, server.name, variants.tokenizer, variants.max_model_len)
     add_rl_routes(app, server)
     add_responses_routes(app, server)
+    add_messages_routes(app, server)
 
     @app.post("/v1/load_weights")
     async def load_weights(body: LoadWeightsRequest) -> dict[str, Any]:
