@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
 from temper.serve.schemas import ChatRequest, Lenient, StreamOptions
+from temper.serve.streaming import chat_chunks
 
 STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -120,25 +121,21 @@ def add_messages_routes(app: FastAPI, server: Any) -> None:
                                               "content": [], "stop_reason": None, "stop_sequence": None,
                                               "usage": {"input_tokens": 0, "output_tokens": 0}})
         opened, index, calls, finish, usage = False, 0, [], None, {}
-        async for raw in inner.body_iterator:
-            for line in raw.decode().splitlines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    yield event("error", error={"type": "api_error", "message": chunk["error"]["message"]})
-                    return
-                usage = chunk.get("usage") or usage
-                for ch in chunk.get("choices") or []:
-                    delta = ch.get("delta") or {}
-                    if delta.get("content"):
-                        if not opened:
-                            opened = True
-                            yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
-                        yield event("content_block_delta", index=0,
-                                    delta={"type": "text_delta", "text": delta["content"]})
-                    calls += delta.get("tool_calls") or []
-                    finish = ch.get("finish_reason") or finish
+        async for chunk in chat_chunks(inner):
+            if "error" in chunk:
+                yield event("error", error={"type": "api_error", "message": chunk["error"]["message"]})
+                return
+            usage = chunk.get("usage") or usage
+            for ch in chunk.get("choices") or []:
+                delta = ch.get("delta") or {}
+                if delta.get("content"):
+                    if not opened:
+                        opened = True
+                        yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+                    yield event("content_block_delta", index=0,
+                                delta={"type": "text_delta", "text": delta["content"]})
+                calls += delta.get("tool_calls") or []
+                finish = ch.get("finish_reason") or finish
         if opened:
             yield event("content_block_stop", index=0)
             index = 1

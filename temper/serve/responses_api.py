@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
 from temper.serve.schemas import ChatRequest, Lenient, StreamOptions, error_body
+from temper.serve.streaming import chat_chunks
 
 STORE = 1024
 
@@ -177,33 +178,29 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
         yield event("response.in_progress", response=start)
         text, calls, usage, finish, opened = "", [], None, None, False
         msg_id = f"msg_{rid[5:]}"
-        async for raw in inner.body_iterator:
-            for line in raw.decode().splitlines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    failed = envelope(body, rid, "failed", [], None)
-                    failed["error"] = {"code": "server_error", "message": chunk["error"]["message"]}
-                    yield event("response.failed", response=failed)
-                    return
-                if chunk.get("usage"):
-                    usage = _usage(chunk["usage"])
-                for ch in chunk.get("choices") or []:
-                    delta = ch.get("delta") or {}
-                    if delta.get("content"):
-                        if not opened:
-                            opened = True
-                            yield event("response.output_item.added", output_index=0, item={
-                                "type": "message", "id": msg_id, "status": "in_progress", "role": "assistant",
-                                "content": []})
-                            yield event("response.content_part.added", item_id=msg_id, output_index=0,
-                                        content_index=0, part={"type": "output_text", "text": "", "annotations": []})
-                        text += delta["content"]
-                        yield event("response.output_text.delta", item_id=msg_id, output_index=0, content_index=0,
-                                    delta=delta["content"], logprobs=[])
-                    calls += delta.get("tool_calls") or []
-                    finish = ch.get("finish_reason") or finish
+        async for chunk in chat_chunks(inner):
+            if "error" in chunk:
+                failed = envelope(body, rid, "failed", [], None)
+                failed["error"] = {"code": "server_error", "message": chunk["error"]["message"]}
+                yield event("response.failed", response=failed)
+                return
+            if chunk.get("usage"):
+                usage = _usage(chunk["usage"])
+            for ch in chunk.get("choices") or []:
+                delta = ch.get("delta") or {}
+                if delta.get("content"):
+                    if not opened:
+                        opened = True
+                        yield event("response.output_item.added", output_index=0, item={
+                            "type": "message", "id": msg_id, "status": "in_progress", "role": "assistant",
+                            "content": []})
+                        yield event("response.content_part.added", item_id=msg_id, output_index=0,
+                                    content_index=0, part={"type": "output_text", "text": "", "annotations": []})
+                    text += delta["content"]
+                    yield event("response.output_text.delta", item_id=msg_id, output_index=0, content_index=0,
+                                delta=delta["content"], logprobs=[])
+                calls += delta.get("tool_calls") or []
+                finish = ch.get("finish_reason") or finish
         output = _items({"content": text, "tool_calls": [{"id": c["id"], "function": c["function"]}
                                                          for c in calls]}, rid)
         if opened:

@@ -17,6 +17,15 @@ from temper.serve.usage import UsageLog
 from temper.serve.variants import Run
 
 
+async def chat_chunks(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The chunks of a streamed chat completion (one of ours) parsed back: the Responses and Messages
+    APIs re-emit one chat stream in their own event formats."""
+    async for raw in response.body_iterator:
+        for line in (raw.decode() if isinstance(raw, bytes) else raw).splitlines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                yield json.loads(line[6:])
+
+
 def sse(data: dict[str, Any] | str) -> bytes:
     return f"data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
