@@ -59,8 +59,12 @@ class VllmBackend:
                 name = probe(url, name, f"orchestrator.vllm.urls[{i}]: {url}", cfg.health_timeout_s * 6)
         else:
             urls, name = self._start_servers(folder, root / "vllm", dtype), cfg.served_model_name
-        suites = [parse_spec(s) for s in suite_specs]
-        self.pool = make_pool(sandbox, size=8) if any(s.needs_sandbox for s in suites) else None
+        try:  # a failure from here on must not leave the servers just started running
+            suites = [parse_spec(s) for s in suite_specs]
+            self.pool = make_pool(sandbox, size=8) if any(s.needs_sandbox for s in suites) else None
+        except BaseException:
+            self._stop_servers()
+            raise
         self.clients = [VllmClient(url, name, tokenizer, cfg.request_timeout_s) for url in urls]
         self.workers = [RolloutWorker(Policy(c, tokenizer, sandboxes=self.pool, name=f"{name} @ {c.base}"), suites,
                                       spec.salted(i)) for i, c in enumerate(self.clients)]
