@@ -44,6 +44,16 @@ def default_served_name(model: str) -> str:
     return p.name if ("/" in model or p.exists()) else model
 
 
+# SamplingParams fields beyond OpenAI's, sent only when they differ from these defaults (plain OpenAI
+# servers reject some of them; vLLM's defaults are the same).
+OPTIONAL_FIELDS = (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("presence_penalty", 0.0),
+                   ("frequency_penalty", 0.0), ("ignore_eos", False))
+
+
+def optional_fields(params: SamplingParams) -> dict[str, Any]:
+    return {name: getattr(params, name) for name, default in OPTIONAL_FIELDS if getattr(params, name) != default}
+
+
 class RemoteError(TemperError):
     """The server failed (5xx, unreachable, malformed answer): an infrastructure failure."""
 
@@ -97,12 +107,7 @@ class RemoteClient:
             body["stop"] = list(params.stop)
         if params.stop_token_ids:
             body["stop_token_ids"] = list(params.stop_token_ids)
-        # Only what differs from the defaults: plain OpenAI servers reject some of these fields.
-        for name, default in (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("presence_penalty", 0.0),
-                              ("frequency_penalty", 0.0), ("ignore_eos", False)):
-            if getattr(params, name) != default:
-                body[name] = getattr(params, name)
-        return body
+        return {**body, **optional_fields(params)}
 
     async def generate(self, token_ids: list[int], params: SamplingParams) -> Completion:
         """The GenerationClient call: one sample for one token-id prompt."""

@@ -18,10 +18,7 @@ paused requests are recomputed), `/update_weight_version`, `/resume`.
 from typing import Any
 
 from temper.generation import Completion, RemoteClient, RemoteError, RequestError, SamplingParams
-
-# SamplingParams fields sent only when they differ from these (vLLM's own defaults are the same).
-OPTIONAL = (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("presence_penalty", 0.0),
-            ("frequency_penalty", 0.0), ("ignore_eos", False))
+from temper.generation.remote_client import optional_fields
 
 
 class VllmClient(RemoteClient):
@@ -43,10 +40,7 @@ class VllmClient(RemoteClient):
             sp["stop"] = list(params.stop)
         if params.stop_token_ids:
             sp["stop_token_ids"] = list(params.stop_token_ids)
-        for name, default in OPTIONAL:
-            if getattr(params, name) != default:
-                sp[name] = getattr(params, name)
-        return {"model": self.model, "token_ids": list(token_ids), "sampling_params": sp}
+        return {"model": self.model, "token_ids": list(token_ids), "sampling_params": {**sp, **optional_fields(params)}}
 
     async def generate(self, token_ids: list[int], params: SamplingParams) -> Completion:
         if params.n != 1:

@@ -87,6 +87,17 @@ class Server:
                            kind="rate_limit_error", headers={"Retry-After": str(self.cfg.queue.retry_after_s)})
 
     async def generate(self, request: Request, body: Sampling, kind: str) -> Response:
+        job, run, headers = await self.begin(request, body, kind)
+        if body.stream:
+            # as OpenAI: the final usage chunk only when stream_options.include_usage asks for it
+            include = bool(body.stream_options and body.stream_options.include_usage)
+            return StreamingResponse(stream_job(job, run, self.usage, include), media_type="text/event-stream",
+                                     headers=headers)
+        return JSONResponse(await self.answer(job, run, headers), headers=headers)
+
+    async def begin(self, request: Request, body: Sampling, kind: str) -> tuple[Job, Any, dict[str, str]]:
+        """Admission, routing and the engine requests of one generation; its job, run and response headers.
+        Waits while the server is paused."""
         await self.open.wait()
         try:
             requested = split_model(body.model, self.name)
@@ -107,12 +118,11 @@ class Server:
             job, run = await self._start(request, body, kind, requested, key, rid, record)
         finally:
             self.reserving -= 1
-        headers = {"X-Variant": job.record.variant, "X-Route-Reason": job.record.route_reason, "X-Request-Id": rid}
-        if body.stream:
-            # as OpenAI: the final usage chunk only when stream_options.include_usage asks for it
-            include = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(stream_job(job, run, self.usage, include), media_type="text/event-stream",
-                                     headers=headers)
+        return job, run, {"X-Variant": job.record.variant, "X-Route-Reason": job.record.route_reason,
+                          "X-Request-Id": rid}
+
+    async def answer(self, job: Job, run: Any, headers: dict[str, str]) -> dict[str, Any]:
+        """Run a begun generation to its end; the OpenAI body (its usage recorded)."""
         status = "aborted"
         try:
             async for p, item in run:
@@ -126,7 +136,7 @@ class Server:
             raise ApiError(500, job.error, kind="server_error", headers=headers)
         out = job.body()
         job.finish(self.usage, "ok")
-        return JSONResponse(out, headers=headers)
+        return out
 
     async def _start(self, request: Request, body: Sampling, kind: str, requested: str, key: str, rid: str,
                      record: UsageRecord) -> tuple[Job, Any]:

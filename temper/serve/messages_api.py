@@ -103,7 +103,7 @@ def add_messages_routes(app: FastAPI, server: Any) -> None:
                                                             "message": f"messages: {exc}"}}, 400)
         mid = f"msg_{uuid.uuid4().hex[:24]}"
         if not body.stream:
-            data = json.loads((await server.generate(request, chat, "chat")).body)
+            data = await server.answer(*await server.begin(request, chat, "chat"))
             choice, usage = data["choices"][0], data["usage"]
             return {"id": mid, "type": "message", "role": "assistant", "model": body.model,
                     "content": _blocks(choice["message"]), "stop_reason": STOP.get(choice["finish_reason"], "end_turn"),

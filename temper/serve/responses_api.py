@@ -152,14 +152,14 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
             return JSONResponse(error_body(f"input: {exc}", "input"), 400)
         rid = f"resp_{uuid.uuid4().hex[:24]}"
         if not body.stream:
-            resp = await server.generate(request, chat, "chat")
-            data = json.loads(resp.body)
+            job, run, headers = await server.begin(request, chat, "chat")
+            data = await server.answer(job, run, headers)
             choice = data["choices"][0]
             output = _items(choice["message"], rid)
             out = envelope(body, rid, "completed", output, _usage(data["usage"]), choice["finish_reason"])
             if body.store:
                 remember(rid, messages, output, out)
-            return JSONResponse(out, headers={k: v for k, v in resp.headers.items() if k.startswith("x-")})
+            return JSONResponse(out, headers=headers)
         chat = chat.model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
         inner = await server.generate(request, chat, "chat")
         return StreamingResponse(_events(body, rid, inner, messages), media_type="text/event-stream")

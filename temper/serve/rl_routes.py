@@ -110,14 +110,11 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
         params = body.sampling_params.params()
         await server.open.wait()  # paused: new requests wait for /resume
         rid = body.request_id or f"generate-tokens-{uuid.uuid4().hex[:16]}"
+        server.admit("anonymous")  # a 429 (with Retry-After) or 503 goes out through the app's ApiError handler
         try:
-            server.admit("anonymous")
             run = await variants.submit([body.token_ids], params, rid, "standard")
         except RequestError as exc:
             return refuse(400, str(exc), "sampling_params")
-        except Exception as exc:
-            status = getattr(exc, "status", 500)
-            return refuse(status, getattr(exc, "message", str(exc)))
         done: list[Completion] = []
         try:
             async for _, item in run:
