@@ -9,6 +9,7 @@ import torch
 
 from temper.engine.block_manager import BlockManager
 from temper.engine.config import EngineConfig
+from temper.engine.fair_lock import FairLock
 from temper.engine.kv_cache import KVCache, kv_bytes_per_token
 from temper.engine.model_runner import ModelRunner
 from temper.engine.requests import FinishCallback, Request, TokenCallback, eos_ids, prompt_ids
@@ -47,7 +48,7 @@ class LLMEngine:
         self.speculator = Speculator(config.speculative, model, self.max_model_len, self.stats, draft_model)
         self.eos_ids = eos_ids(tokenizer, mcfg.eos_token_id)
         self.requests: dict[str, Request] = {}
-        self.lock = threading.RLock()  # one step, abort or weight update at a time
+        self.lock = FairLock()  # one step, abort or weight update at a time, in arrival order
         self._intake_lock = threading.Lock()
         self._incoming: list[Request] = []
         self._finished: list[Completion] = []  # samples finished in this step (step returns them)

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -39,7 +39,7 @@ from temper.serve.schemas import (
     describe_validation,
     error_body,
 )
-from temper.serve.streaming import stream_job
+from temper.serve.streaming import EventStream, stream_job
 from temper.serve.tokenize_routes import add_tokenizer_routes
 from temper.serve.usage import UsageLog, UsageRecord, key_id
 from temper.serve.variants import Variants
@@ -91,8 +91,7 @@ class Server:
         if body.stream:
             # as OpenAI: the final usage chunk only when stream_options.include_usage asks for it
             include = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(stream_job(job, run, self.usage, include), media_type="text/event-stream",
-                                     headers=headers)
+            return EventStream(stream_job(job, run, self.usage, include), headers=headers)
         return JSONResponse(await self.answer(job, run, headers), headers=headers)
 
     async def begin(self, request: Request, body: Sampling, kind: str) -> tuple[Job, Any, dict[str, str]]:

@@ -8,11 +8,11 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from temper.serve.schemas import ChatRequest, Lenient, StreamOptions
-from temper.serve.streaming import chat_chunks
+from temper.serve.streaming import EventStream, chat_chunks
 
 STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -111,7 +111,7 @@ def add_messages_routes(app: FastAPI, server: Any) -> None:
                                                      "output_tokens": usage["completion_tokens"]}}
         chat = chat.model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
         inner = await server.generate(request, chat, "chat")
-        return StreamingResponse(_events(body, mid, inner), media_type="text/event-stream")
+        return EventStream(_events(body, mid, inner), also=inner)
 
     async def _events(body: MessagesRequest, mid: str, inner: Any) -> Any:
         def event(kind: str, **data: Any) -> bytes:

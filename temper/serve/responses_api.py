@@ -14,11 +14,11 @@ from collections import OrderedDict
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from temper.serve.schemas import ChatRequest, Lenient, StreamOptions, error_body
-from temper.serve.streaming import chat_chunks
+from temper.serve.streaming import EventStream, chat_chunks
 
 STORE = 1024
 
@@ -162,7 +162,7 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
             return JSONResponse(out, headers=headers)
         chat = chat.model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
         inner = await server.generate(request, chat, "chat")
-        return StreamingResponse(_events(body, rid, inner, messages), media_type="text/event-stream")
+        return EventStream(_events(body, rid, inner, messages), also=inner)
 
     async def _events(body: ResponsesRequest, rid: str, inner: Any, messages: list[dict[str, Any]]) -> Any:
         seq = 0

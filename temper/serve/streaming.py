@@ -10,11 +10,38 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
 from temper.generation import Completion, TokenEvent
 from temper.serve.chat import split_tool_calls
 from temper.serve.responses import Job
 from temper.serve.usage import UsageLog
 from temper.serve.variants import Run
+
+
+class EventStream(StreamingResponse):
+    """A `text/event-stream` response that closes its generators when it ends, however it ends.
+
+    A client that goes away while a chunk is being sent leaves the generator suspended at its
+    `yield`, where no cancellation reaches it: until garbage collection its engine requests would
+    keep running and count as in flight. `also` names the inner response a re-emitting stream
+    (Responses, Messages) reads from, closed after it."""
+
+    def __init__(self, events: AsyncIterator[bytes], headers: dict[str, str] | None = None,
+                 also: StreamingResponse | None = None):
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self.also = also
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for stream in (self, self.also):
+                    if stream is not None:
+                        await stream.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
 async def chat_chunks(response: Any) -> AsyncIterator[dict[str, Any]]:

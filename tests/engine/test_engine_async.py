@@ -123,3 +123,27 @@ def test_partial_rollout_spans_versions(model):
         done += engine.step()
     (c,) = done
     assert c.request_id == rid and c.versions[:4] == [0] * 4 and c.versions[4:] == [7] * 6 and c.version == 7
+
+
+def test_an_abort_waits_one_step_not_the_whole_generation(model):
+    """The loop thread takes the engine lock again right after each step; the abort, waiting on it
+    from another thread, must get it between two steps (FairLock), not after the generation ends."""
+    engine = AsyncEngine(LLMEngine(model, None, EngineConfig(block_size=16)))
+    params = SamplingParams(max_tokens=400, ignore_eos=True, seed=0)
+    seen: list[int] = []
+    aborted: list[Completion] = []
+
+    async def main() -> None:
+        async for item in engine.stream([1, 2, 3], params, request_id="long"):
+            if isinstance(item, TokenEvent):
+                seen.append(item.token_id)
+                if len(seen) == 3:
+                    steps = engine.engine.stats["steps"]
+                    aborted.extend(await engine.abort("long"))
+                    assert engine.engine.stats["steps"] - steps <= 2, "the abort waited for more than a step"
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()
+    assert aborted[0].finish_reason == "abort" and 3 <= len(aborted[0].token_ids) < 400
