@@ -10,6 +10,7 @@ import torch
 from temper.engine.block_manager import BlockManager
 from temper.engine.config import EngineConfig
 from temper.engine.fair_lock import FairLock
+from temper.engine.grammar import Grammars, token_bitmask
 from temper.engine.kv_cache import KVCache, kv_bytes_per_token
 from temper.engine.model_runner import ModelRunner
 from temper.engine.requests import FinishCallback, Request, TokenCallback, eos_ids, prompt_ids
@@ -47,6 +48,7 @@ class LLMEngine:
                       "forked_samples": 0}
         self.speculator = Speculator(config.speculative, model, self.max_model_len, self.stats, draft_model)
         self.eos_ids = eos_ids(tokenizer, mcfg.eos_token_id)
+        self.grammars = Grammars(tokenizer, mcfg.vocab_size, sorted(self.eos_ids))
         self.requests: dict[str, Request] = {}
         self.lock = FairLock()  # one step, abort or weight update at a time, in arrival order
         self._intake_lock = threading.Lock()
@@ -77,11 +79,14 @@ class LLMEngine:
             params.validate(where)
             ids = prompt_ids(prompt, self.tokenizer, where, self.max_model_len,
                              self.blocks.num_blocks * self.config.block_size, self.model.config.vocab_size)
+            grammar = params.structured
             seqs = []
             for i in range(params.n):
                 seed = params.seed + i if params.seed is not None else int(
                     torch.randint(2**62, (1,), generator=self._seed_rng))
                 seqs.append(Sequence(next(self._ids), request_id, i, ids, params, seed, arrival=next(self._ids)))
+                if grammar is not None:  # compiled once (cached), a matcher per sample
+                    seqs[-1].matcher = self.grammars.matcher(grammar, where)
             self._ids_in_use.add(request_id)
             self._incoming.append(Request(request_id, seqs, on_token, on_finish))
             return request_id
@@ -136,6 +141,7 @@ class LLMEngine:
     def _postprocess(self, batch: list[ScheduledSeq], logits: torch.Tensor, spans: list[tuple[int, int]]) -> None:
         rows: list[int] = []
         seqs: list[Sequence] = []
+        before: list[list[int]] = []  # per row: the drafts sampled ahead of it (its grammar state follows them)
         sample_spans = []
         forks: dict[int, tuple[list[Sequence], int]] = {}  # parent seq id -> (siblings, their first sample)
         room = [self.blocks.num_free, self.config.max_num_seqs - len(self.scheduler.running)]
@@ -147,12 +153,15 @@ class LLMEngine:
             sample_spans.append((len(rows), k))
             rows.extend(range(first + count - k, first + count))
             seqs.extend([item.seq] * k)
+            before.extend(item.drafts[:j] for j in range(k))
             if kids := (self._forkable(item, room, claimed) if k else []):
                 # The siblings' first tokens come from the same prompt logits, each with its own generator.
                 forks[item.seq.seq_id] = (kids, len(rows))
                 rows.extend([first + count - 1] * len(kids))
                 seqs.extend(kids)
-        tokens, logprobs, tops = self.sampler(logits[rows], seqs) if rows else ([], [], [])
+                before.extend([] for _ in kids)
+        masks = token_bitmask([(s.matcher, b) for s, b in zip(seqs, before, strict=True)], logits.shape[-1])
+        tokens, logprobs, tops = self.sampler(logits[rows], seqs, masks) if rows else ([], [], [])
         for item, (first, count) in zip(batch, sample_spans, strict=True):
             seq = item.seq
             if not count:
@@ -223,7 +232,11 @@ class LLMEngine:
         if req.on_token is not None:
             req.on_token(TokenEvent(seq.request_id, seq.index, token, logprob, self.version, top))
         p = seq.params
-        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_ids):
+        if seq.matcher is not None and not seq.matcher.accept_token(token):
+            self._finish(seq, "error", error=f"request {seq.request_id!r}: token {token} left the "
+                                             "sampling_params.structured grammar")
+        elif (token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_ids)
+              or (seq.matcher is not None and seq.matcher.is_terminated())):  # the grammar is done (ignore_eos too)
             self._finish(seq, "stop", token)
         elif p.stop and self.tokenizer is not None and self._stop_string(seq):
             pass

@@ -2,13 +2,15 @@
 
 Logprobs are log_softmax(logits / temperature) of the sampled token (temperature 0: plain
 log_softmax), taken before penalties and before top-k/top-p/min-p truncation: that is the
-distribution the trainer recomputes from the same weights. Sampling itself then applies
+distribution the trainer recomputes from the same weights (a structured request's are over the
+tokens its grammar allows: the distribution it was sampled from). Sampling itself then applies
 penalties and truncation, and draws by inverse CDF with one uniform from the sample's own
 seeded generator, so results do not depend on batch composition, preemption or timing.
 """
 
 import torch
 
+from temper.engine.grammar import apply_bitmask
 from temper.engine.sequence import Sequence
 
 
@@ -61,10 +63,15 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torc
 
 
 class Sampler:
-    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float], list]:
-        """logits [R, V] (one row per seq entry) -> tokens, their logprobs, top alternatives (or None)."""
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence],
+                 masks: tuple[torch.Tensor, list[int]] | None = None) -> tuple[list[int], list[float], list]:
+        """logits [R, V] (one row per seq entry; a fresh tensor, changed in place) -> tokens, their
+        logprobs, top alternatives (or None). `masks`: the grammar bitmask of constrained rows."""
         temps = [s.params.temperature or 1.0 for s in seqs]
-        scaled = logits.float()
+        logits = logits.float()
+        if masks is not None:  # structured outputs: sampled from, and logprobs of, the allowed tokens only
+            apply_bitmask(logits, masks)
+        scaled = logits
         if any(t != 1.0 for t in temps):
             scaled = scaled / torch.tensor(temps, dtype=torch.float32)[:, None]
         lse = torch.logsumexp(scaled, dim=-1, keepdim=True)

@@ -6,6 +6,7 @@ preempted-and-recomputing one has more. The scheduler treats both the same way.
 """
 
 from enum import Enum, auto
+from typing import Any
 
 import torch
 
@@ -46,6 +47,7 @@ class Sequence:
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
         self.error: str | None = None
+        self.matcher: Any = None  # the grammar matcher of a structured request (grammar.py), following the tokens
 
     def __len__(self) -> int:
         return len(self.token_ids)

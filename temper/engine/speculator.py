@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from temper.engine.config import SpeculativeConfig
 from temper.engine.draft_proposer import DraftModelProposer, build_draft
+from temper.engine.grammar import valid_prefix
 from temper.engine.ngram_proposer import NgramProposer
 from temper.engine.sampler import _penalized
 from temper.engine.sequence import Sequence
@@ -51,6 +52,9 @@ class Speculator:
                           self.draft_lens.setdefault(seq, first) if spec.adaptive else spec.num_tokens))
                 for seq in running if self.speculates(seq)]
         proposals = self.proposer.propose_batch(asks) if asks else []
+        # A structured sample keeps only the draft tokens its grammar allows: the rest could not be kept.
+        proposals = [d[:valid_prefix(seq.matcher, d)] if seq.matcher is not None and d else d
+                     for (seq, _), d in zip(asks, proposals, strict=True)]
         return {seq.seq_id: d for (seq, _), d in zip(asks, proposals, strict=True) if d}
 
     def accept(self, seq: Sequence, drafts: list[int], tokens: list[int]) -> int:

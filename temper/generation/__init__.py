@@ -9,6 +9,8 @@ from temper.generation.completion import Completion, TokenEvent
 from temper.generation.protocol import ChatTokenizer, GenerationClient
 from temper.generation.remote_client import RemoteClient, RemoteError, RemoteGenerationConfig, default_served_name
 from temper.generation.sampling_params import RequestError, SamplingParams
+from temper.generation.structured_outputs import StructuredOutputs
 
 __all__ = ["ChatTokenizer", "Completion", "GenerationClient", "RemoteClient", "RemoteError",
-           "RemoteGenerationConfig", "RequestError", "SamplingParams", "TokenEvent", "default_served_name"]
+           "RemoteGenerationConfig", "RequestError", "SamplingParams", "StructuredOutputs", "TokenEvent",
+           "default_served_name"]

@@ -1,8 +1,12 @@
 """Per-request sampling settings, validated so that a bad field fails only its own request."""
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from temper.errors import TemperError
+
+if TYPE_CHECKING:
+    from temper.generation.structured_outputs import StructuredOutputs
 
 
 class RequestError(TemperError):
@@ -29,6 +33,8 @@ class SamplingParams:
     # Also score the prompt: log p(prompt[i] | prompt[:i]) under plain softmax (temperature 1),
     # e.g. reference-model logprobs. Such a request computes its whole prompt (no prefix cache).
     prompt_logprobs: bool = False
+    # Keep the output inside a JSON schema, regex, choice or grammar (see structured_outputs.py).
+    structured: "StructuredOutputs | None" = None
 
     @property
     def greedy(self) -> bool:
@@ -55,3 +61,5 @@ class SamplingParams:
             self.stop = [self.stop]
         if any(not s for s in self.stop):
             raise RequestError(f"{where}: sampling_params.stop contains an empty string")
+        if self.structured is not None:
+            self.structured.validate(f"{where}: sampling_params.structured")
