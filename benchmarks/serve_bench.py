@@ -6,7 +6,10 @@ In one run, against the same prompts:
   1. standard vs fast variant at concurrency 1 on input-grounded prompts (rewrite, correct, extract):
      output tokens/s ratio (target >= 2x) and whether the greedy texts are identical;
   2. p50/p99 request latency at concurrency 1, 8 and 32 (standard variant);
-  3. throughput (output tokens/s at concurrency 8) of `temper serve` vs transformers' own
+  3. structured outputs: ms per output token with a JSON schema (response_format) against the
+     same requests unconstrained (concurrency 1, greedy), and the difference (`--structured-only`:
+     this part alone);
+  4. throughput (output tokens/s at concurrency 8) of `temper serve` vs transformers' own
      `transformers serve` on the same model folder, each server alone on the machine (a minimal
      FastAPI wrapper around transformers `generate` stands in if `transformers serve` cannot start).
 Both servers run in subprocesses with one torch thread (OMP_NUM_THREADS=1), so figures compare
@@ -75,11 +78,12 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-async def chat(client: httpx.AsyncClient, url: str, model: str, prompt: str, max_tokens: int) -> dict:
+async def chat(client: httpx.AsyncClient, url: str, model: str, prompt: str, max_tokens: int,
+               extra: dict | None = None) -> dict:
     start = time.perf_counter()
     r = await client.post(f"{url}/v1/chat/completions", json={
         "model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-        "temperature": 0})
+        "temperature": 0, **(extra or {})})
     r.raise_for_status()
     data = r.json()
     return {"latency": time.perf_counter() - start, "text": data["choices"][0]["message"]["content"],
@@ -98,6 +102,40 @@ async def run_level(url: str, model: str, prompts: list[str], concurrency: int, 
         start = time.perf_counter()
         results = await asyncio.gather(*(one(i) for i in range(total)))
         return list(results), time.perf_counter() - start
+
+
+JSON_PROMPTS = ["Describe a cat as JSON with its name, age and favourite toys.",
+                "Give a book as JSON: title, year and three keywords.",
+                "A city as JSON: its name, population and two landmarks.",
+                "A recipe as JSON: its name, minutes to cook and the main ingredients."]
+THING = {"type": "object", "additionalProperties": False, "required": ["name", "number", "items"],
+         "properties": {"name": {"type": "string", "maxLength": 60}, "number": {"type": "integer"},
+                        "items": {"type": "array", "maxItems": 4, "items": {"type": "string", "maxLength": 40}}}}
+
+
+async def _one_chat(url: str, prompt: str, max_tokens: int, extra: dict | None) -> dict:
+    async with httpx.AsyncClient(timeout=1800) as client:
+        return await chat(client, url, "smollm2", prompt, max_tokens, extra)
+
+
+def structured_overhead(url: str, max_tokens: int) -> dict:
+    """ms per output token of JSON-schema-constrained requests against the same requests free, at
+    concurrency 1, greedy, interleaved (free first for even prompts, constrained first for odd)."""
+    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "thing", "schema": THING,
+                                                                      "strict": True}}}
+    tot = {"free": [0.0, 0], "json_schema": [0.0, 0]}
+    for i, prompt in enumerate(JSON_PROMPTS):
+        order = [("free", None), ("json_schema", fmt)]
+        for name, extra in order if i % 2 == 0 else order[::-1]:
+            r = asyncio.run(_one_chat(url, prompt, max_tokens, extra))
+            tot[name][0] += r["latency"]
+            tot[name][1] += r["tokens"]
+            if name == "json_schema" and r["tokens"] < max_tokens:
+                json.loads(r["text"])  # it parses (unless cut off)
+    free_ms, json_ms = (1000 * tot[k][0] / tot[k][1] for k in ("free", "json_schema"))
+    return {"free_ms_per_token": round(free_ms, 2), "json_schema_ms_per_token": round(json_ms, 2),
+            "structured_overhead_ms_per_token": round(json_ms - free_ms, 2),
+            "structured_vs_free_ratio": round(json_ms / free_ms, 3)}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -164,6 +202,7 @@ def start_transformers(folder: Path, env: dict) -> tuple[subprocess.Popen | None
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer and shorter requests (a smoke run)")
+    ap.add_argument("--structured-only", action="store_true", help="only the structured-outputs overhead")
     args = ap.parse_args()
     from temper.models import resolve_model
 
@@ -182,6 +221,12 @@ def main() -> None:
                 raise SystemExit("temper serve did not start")
             # Warm-up (first-call costs), then standard vs fast, alternating which goes first.
             asyncio.run(run_level(url, "smollm2", GROUNDED[:1], 1, 1, 8))
+            out.update(structured_overhead(url, 32 if args.quick else 64))
+            print(f"structured outputs: {out['json_schema_ms_per_token']} ms/token with a JSON schema, "
+                  f"{out['free_ms_per_token']} free ({out['structured_overhead_ms_per_token']:+} ms)", flush=True)
+            if args.structured_only:
+                print(json.dumps(out))
+                return
             std_tok = std_s = fast_tok = fast_s = 0.0
             identical = True
             for i, prompt in enumerate(GROUNDED):

@@ -25,6 +25,7 @@ from temper.errors import TemperError
 from temper.generation import RequestError, SamplingParams, default_served_name
 from temper.serve.chat import chat_prompt_ids
 from temper.serve.config import ServeConfig
+from temper.serve.constraints import ConstraintError, structured_for
 from temper.serve.messages_api import add_messages_routes
 from temper.serve.metrics import Metrics
 from temper.serve.responses import Job
@@ -156,6 +157,10 @@ class Server:
                 content, logprobs = body.prompt, body.logprobs
         except (TemperError, ValueError) as exc:
             raise self._reject(record, 400, f"{field}: {exc}", field) from None
+        try:
+            structured, structured_field = structured_for(body, tools)
+        except ConstraintError as exc:
+            raise self._reject(record, 400, str(exc), exc.field) from None
         max_tokens = (getattr(body, "max_completion_tokens", None) or body.max_tokens
                       or self.cfg.max_tokens_default)
         echo_only = getattr(body, "max_tokens", None) == 0  # echo, max_tokens 0: one token is made, then dropped
@@ -166,7 +171,8 @@ class Server:
             repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty, seed=body.seed, max_tokens=1 if echo_only else max_tokens,
             n=body.n, stop=list(body.stop or []), stop_token_ids=body.stop_token_ids, ignore_eos=body.ignore_eos,
-            skip_special_tokens=body.skip_special_tokens, logprobs=top, prompt_logprobs=scores_prompt)
+            skip_special_tokens=body.skip_special_tokens, logprobs=top, prompt_logprobs=scores_prompt,
+            structured=structured)
         route = self.router.route(
             requested, temperature=body.temperature, prompt_tokens=max(len(p) for p in prompts),
             inflight=self.variants.inflight, latency_budget_ms=_hint(request, body, "latency_budget_ms"),
@@ -179,8 +185,11 @@ class Server:
         try:
             run = await self.variants.submit(prompts, params, rid, route.variant)
         except RequestError as exc:
-            param = _param_of(str(exc), field)
-            raise self._reject(record, 400, str(exc), param) from None
+            message, param = str(exc), _param_of(str(exc), field)
+            if "sampling_params.structured" in message:  # name the request's own field, not the engine's
+                message = f"{structured_field}: {message.split(': ', 2)[-1]}"
+                param = structured_field
+            raise self._reject(record, 400, message, param) from None
         return job, run
 
     def _reject(self, record: UsageRecord, status: int, message: str, param: str | None) -> ApiError:

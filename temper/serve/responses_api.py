@@ -36,6 +36,8 @@ class ResponsesRequest(Lenient):
     instructions: str | None = None
     tools: list[ResponseTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
+    text: dict[str, Any] | None = None  # {"format": {"type": "text" | "json_object" | "json_schema", ...}}
     previous_response_id: str | None = None
     max_output_tokens: int | None = Field(None, ge=1)
     temperature: float = Field(1.0, ge=0, le=2)
@@ -44,6 +46,15 @@ class ResponsesRequest(Lenient):
     store: bool = True
     metadata: dict[str, Any] | None = None
     user: str | None = None
+
+
+def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The Responses API's `text.format` as chat's `response_format` (its json_schema fields sit flat)."""
+    fmt = (text or {}).get("format")
+    if not fmt or fmt.get("type") != "json_schema":
+        return fmt
+    return {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description")
+                                                   if k in fmt}}
 
 
 def _text(content: Any) -> str:
@@ -107,9 +118,9 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
                 "model": body.model, "output": output, "usage": usage, "error": None,
                 "incomplete_details": incomplete, "instructions": body.instructions,
                 "tools": [t.model_dump() for t in body.tools or []], "tool_choice": body.tool_choice or "auto",
-                "parallel_tool_calls": True, "temperature": body.temperature, "top_p": body.top_p,
+                "parallel_tool_calls": body.parallel_tool_calls, "temperature": body.temperature, "top_p": body.top_p,
                 "max_output_tokens": body.max_output_tokens, "previous_response_id": body.previous_response_id,
-                "text": {"format": {"type": "text"}}, "metadata": body.metadata or {}, "store": body.store}
+                "text": body.text or {"format": {"type": "text"}}, "metadata": body.metadata or {}, "store": body.store}
 
     def remember(rid: str, messages: list[dict[str, Any]], output: list[dict[str, Any]], resp: dict) -> None:
         turn = {"role": "assistant", "content": "".join(c["text"] for it in output if it["type"] == "message"
@@ -146,6 +157,7 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
             chat = ChatRequest.model_validate({
                 "model": body.model, "messages": messages, "temperature": body.temperature, "top_p": body.top_p,
                 "max_tokens": body.max_output_tokens, "user": body.user, "tool_choice": body.tool_choice,
+                "parallel_tool_calls": body.parallel_tool_calls, "response_format": _response_format(body.text),
                 "tools": [{"type": "function", "function": t.model_dump(exclude={"type"})} for t in body.tools]
                 if body.tools else None})
         except (ValueError, KeyError) as exc:

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from temper.errors import TemperError
-from temper.generation import Completion, RequestError, SamplingParams
+from temper.generation import Completion, RequestError, SamplingParams, StructuredOutputs
 from temper.serve.schemas import Lenient, error_body
 
 
@@ -42,15 +42,19 @@ class GenerateSampling(Lenient):
     ignore_eos: bool = False
     logprobs: int | None = None  # None: no logprobs; 0: the sampled token's; k: and the top k
     skip_special_tokens: bool = True
+    structured_outputs: dict[str, Any] | None = None  # json, json_object, regex, choice, grammar, structural_tag
 
     def params(self) -> SamplingParams:
+        """RequestError (naming the field) for a bad constraint."""
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         return SamplingParams(
             temperature=self.temperature, top_p=self.top_p, top_k=max(0, self.top_k), min_p=self.min_p,
             repetition_penalty=self.repetition_penalty, presence_penalty=self.presence_penalty,
             frequency_penalty=self.frequency_penalty, seed=self.seed, max_tokens=self.max_tokens, n=self.n,
             stop=stop, stop_token_ids=list(self.stop_token_ids or []), ignore_eos=self.ignore_eos,
-            logprobs=self.logprobs or 0, skip_special_tokens=self.skip_special_tokens)
+            logprobs=self.logprobs or 0, skip_special_tokens=self.skip_special_tokens,
+            structured=StructuredOutputs.from_dict(self.structured_outputs, "sampling_params.structured_outputs")
+            if self.structured_outputs is not None else None)
 
 
 class GenerateRequest(Lenient):
@@ -107,7 +111,10 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
         if body.model is not None and body.model.partition(":")[0] != server.name:
             return refuse(404, f"model {body.model!r} is not served here; available: {server.name}", "model",
                           "model_not_found")
-        params = body.sampling_params.params()
+        try:
+            params = body.sampling_params.params()
+        except RequestError as exc:
+            return refuse(400, str(exc), "sampling_params.structured_outputs")
         await server.open.wait()  # paused: new requests wait for /resume
         rid = body.request_id or f"generate-tokens-{uuid.uuid4().hex[:16]}"
         server.admit("anonymous")  # a 429 (with Retry-After) or 503 goes out through the app's ApiError handler

@@ -32,6 +32,19 @@ class Hints(Lenient):
     return_token_ids: bool = False  # token ids (prompt and output) and policy versions in each choice
 
 
+class JsonSchemaSpec(Lenient):
+    model_config = ConfigDict(extra="ignore", protected_namespaces=(), populate_by_name=True)
+    name: str = "response"
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(Lenient):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaSpec | None = None
+
+
 class Sampling(Hints):
     model: str
     max_tokens: int | None = Field(None, ge=1)
@@ -44,6 +57,9 @@ class Sampling(Hints):
     frequency_penalty: float = Field(0.0, ge=-2, le=2)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    # Enforced while sampling (constraints.py): OpenAI's response_format, vLLM's structured_outputs.
+    response_format: ResponseFormat | None = None
+    structured_outputs: dict[str, Any] | None = None
 
     @field_validator("stop")
     @classmethod
@@ -145,6 +161,7 @@ class ChatRequest(Sampling):
     messages: list[Message] = Field(min_length=1)
     tools: list[ToolSpec] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     max_completion_tokens: int | None = Field(None, ge=1)
