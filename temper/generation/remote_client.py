@@ -51,7 +51,10 @@ OPTIONAL_FIELDS = (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("
 
 
 def optional_fields(params: SamplingParams) -> dict[str, Any]:
-    return {name: getattr(params, name) for name, default in OPTIONAL_FIELDS if getattr(params, name) != default}
+    out = {name: getattr(params, name) for name, default in OPTIONAL_FIELDS if getattr(params, name) != default}
+    if params.structured is not None:  # vLLM's field; temper serve takes it too
+        out["structured_outputs"] = params.structured.as_dict()
+    return out
 
 
 class RemoteError(TemperError):

@@ -49,6 +49,11 @@ class StructuredOutputs:
         out.validate(where)
         return out
 
+    def as_dict(self) -> dict[str, Any]:
+        """The `structured_outputs` body vLLM and temper serve take (the inverse of from_dict)."""
+        return {f.name: list(v) if isinstance(v, tuple) else v for f in fields(self)
+                if (v := getattr(self, f.name)) not in (None, False)}
+
     @property
     def kind(self) -> str:
         set_ = [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]

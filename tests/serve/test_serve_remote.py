@@ -73,3 +73,24 @@ def test_remote_push_weights_from_memory(tiny_model_dir, tiny_model_dir_b, tmp_p
     assert before.versions[0] == 0 and after.versions == [3] * len(after.token_ids)
     assert after.logprobs != pytest.approx(before.logprobs, abs=1e-3) or after.token_ids != before.token_ids
     assert not list((tmp_path / "push").rglob("*.safetensors"))  # the pushed copy is removed after loading
+
+
+def test_remote_structured_outputs_reach_the_server(live):
+    """A constrained SamplingParams is sent as vLLM's structured_outputs, not dropped on the way."""
+    from temper.generation import StructuredOutputs
+
+    client = RemoteClient(live.url, "tiny")
+    so = StructuredOutputs(choice=("north", "south"))
+
+    async def run():
+        try:
+            return await asyncio.gather(*(client.generate(PROMPT, SamplingParams(max_tokens=20, seed=s, structured=so))
+                                          for s in range(4)))
+        finally:
+            await client.aclose()
+
+    for c in asyncio.run(run()):
+        assert live.app.state.server.variants.tokenizer.decode(c.token_ids, skip_special_tokens=True) \
+            in ("north", "south") and c.finish_reason == "stop"
+    assert so.as_dict() == {"choice": ["north", "south"]}
+    assert StructuredOutputs.from_dict(so.as_dict(), "x") == so
