@@ -20,6 +20,7 @@ class FailureKind(StrEnum):
     WORKER_ERROR = "worker_error"
     ENGINE_ERROR = "engine_error"
     VERIFIER_ERROR = "verifier_error"  # the verifier itself broke (wrote no reward, crashed)
+    AGENT_PROGRAM = "agent_program"  # an external agent program crashed or never reached the model
 
 
 @dataclass

@@ -19,6 +19,8 @@ FORBIDDEN = {
     "rl": {"engine", "serve", "orchestrator", "evals", "envqa", "agent", "envs", "sandbox"},
     "evals": {"orchestrator", "serve", "envqa"},
     "envqa": {"orchestrator", "serve"},
+    # external agent programs: above agent, beside serve (whose request modules it uses), never the engine
+    "external": {"engine", "models", "orchestrator", "rl", "evals", "envqa"},
     "rollout_servers": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs",
                         "sandbox"},
 }
@@ -74,3 +76,10 @@ def test_agents_and_environments_load_without_the_engine() -> None:
     mods = _modules_after_import("temper.agent, temper.envs, temper.envs.suites")
     assert "temper.agent.loop" in mods and "temper.envs.suites.terminal" in mods
     assert not {m for m in mods if m.startswith(("temper.engine", "temper.models", "temper.serve"))}
+
+
+def test_the_external_agent_endpoint_loads_without_the_engine() -> None:
+    """It speaks serve's request schemas and chat rendering, which must not pull the engine in."""
+    mods = _modules_after_import("temper.external.external_episode")
+    assert "temper.serve.chat" in mods and "temper.serve.constraints" in mods
+    assert not {m for m in mods if m.startswith(("temper.engine", "temper.models", "temper.serve.variants"))}

@@ -6,9 +6,10 @@ defaults below). A task may set its own time limits (a task folder's agent timeo
 is the one place they meet the agent's.
 """
 
-from typing import Annotated, Any
+import shlex
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from temper.config import ConfigModel
 from temper.envs.env import GRACE_S, TaskLimits
@@ -24,6 +25,11 @@ class ContextConfig(ConfigModel):
 
 
 class AgentConfig(ConfigModel):
+    # builtin: temper's agent loop. external: `command` is run for each episode against a recording
+    # OpenAI-compatible endpoint and the sandbox's exec endpoint (docs/agents.md).
+    kind: Literal["builtin", "external"] = "builtin"
+    command: list[str] | None = None  # the external program's argv (a string is split as a shell would)
+    memory_mb: int = Field(4096, ge=64)  # the external program's address-space limit
     system_prompt: str | None = None  # None: the default agent prompt (temper.agent.context.SYSTEM_PROMPT)
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -37,6 +43,17 @@ class AgentConfig(ConfigModel):
     max_answer_retries: int = Field(2, ge=0)  # a final answer in the wrong form is retried with the env's hint
     max_consecutive_errors: int = Field(3, ge=1)  # failing turns in a row before a fallback hint; 2x ends it
     context: ContextConfig = Field(default_factory=ContextConfig)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, v: Any) -> Any:
+        return shlex.split(v) if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _external_has_command(self) -> "AgentConfig":
+        if self.kind == "external" and not self.command:
+            raise ValueError("agent.command: an external agent needs the program to run (argv list or string)")
+        return self
 
     def for_task(self, limits: TaskLimits) -> "AgentConfig":
         """These settings under a task's own limits: its agent timeout, when it sets one, wins."""

@@ -21,6 +21,11 @@ async def run_episode(client: GenerationClient, tokenizer: ChatTokenizer, suite:
     """The suite's environment for `task` (sandboxes from `sandboxes`: a pool, or None for fresh
     ones), run by the agent loop under `config` and the task's own limits. Failures are in the
     result (`result.failure`), never raised. `wrap_env` wraps the environment (fault injection)."""
+    if config.kind == "external":  # the user's own program (temper.external: above this layer, by design)
+        from temper.external.external_episode import run_external_episode
+
+        return await run_external_episode(client, tokenizer, suite, task, sandboxes, config, seed, group_id=group_id,
+                                          episode_id=episode_id, wrap_env=wrap_env)
     env = suite.make_env(task, sandboxes)
     if wrap_env is not None:
         env = wrap_env(env)

@@ -6,6 +6,16 @@ Each model is served as `M` (standard), `M:fast` (n-gram speculative decoding, g
 and `M:auto` (routed per request). See docs/serve.md.
 """
 
-from temper.serve.config import ServeConfig
+from typing import Any
 
 __all__ = ["ServeConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the pure request modules (schemas, chat, constraints, responses_items) must import without
+    # the engine, for the external-agent endpoint (temper.external).
+    if name == "ServeConfig":
+        from temper.serve.config import ServeConfig
+
+        return ServeConfig
+    raise AttributeError(name)

@@ -15,89 +15,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
-from temper.serve.schemas import ChatRequest, Lenient, StreamOptions, error_body
+from temper.serve.responses_items import ResponsesRequest, input_messages, output_items, response_format
+from temper.serve.schemas import ChatRequest, StreamOptions, error_body
 from temper.serve.streaming import EventStream, chat_chunks
 
 STORE = 1024
-
-
-class ResponseTool(Lenient):
-    type: str = "function"
-    name: str = Field(min_length=1)
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-
-
-class ResponsesRequest(Lenient):
-    model: str
-    input: str | list[dict[str, Any]]
-    instructions: str | None = None
-    tools: list[ResponseTool] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool = True
-    text: dict[str, Any] | None = None  # {"format": {"type": "text" | "json_object" | "json_schema", ...}}
-    previous_response_id: str | None = None
-    max_output_tokens: int | None = Field(None, ge=1)
-    temperature: float = Field(1.0, ge=0, le=2)
-    top_p: float = Field(1.0, gt=0, le=1)
-    stream: bool = False
-    store: bool = True
-    metadata: dict[str, Any] | None = None
-    user: str | None = None
-
-
-def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The Responses API's `text.format` as chat's `response_format` (its json_schema fields sit flat)."""
-    fmt = (text or {}).get("format")
-    if not fmt or fmt.get("type") != "json_schema":
-        return fmt
-    return {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description")
-                                                   if k in fmt}}
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
-
-
-def input_messages(items: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Responses input items -> chat messages; raises ValueError naming the item at fault."""
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
-    out: list[dict[str, Any]] = []
-    for i, it in enumerate(items):
-        kind = it.get("type", "message")
-        if kind == "message" or ("role" in it and kind not in ("function_call", "function_call_output")):
-            out.append({"role": it.get("role", "user"), "content": _text(it.get("content"))})
-        elif kind == "function_call":
-            call = {"id": it.get("call_id") or it.get("id"), "type": "function",
-                    "function": {"name": it["name"], "arguments": it.get("arguments", "{}")}}
-            if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls") is not None:
-                out[-1]["tool_calls"].append(call)
-            else:
-                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = it.get("output")
-            out.append({"role": "tool", "tool_call_id": it.get("call_id"),
-                        "content": output if isinstance(output, str) else json.dumps(output)})
-        else:
-            raise ValueError(f"input[{i}]: items of type {kind!r} are not supported")
-    return out
-
-
-def _items(message: dict[str, Any], rid: str) -> list[dict[str, Any]]:
-    items = []
-    if message.get("content"):
-        items.append({"type": "message", "id": f"msg_{rid[5:]}", "status": "completed", "role": "assistant",
-                      "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
-    for call in message.get("tool_calls") or []:
-        items.append({"type": "function_call", "id": f"fc_{call['id'][5:]}", "call_id": call["id"],
-                      "name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                      "status": "completed"})
-    return items
 
 
 def _usage(u: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +80,7 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
             chat = ChatRequest.model_validate({
                 "model": body.model, "messages": messages, "temperature": body.temperature, "top_p": body.top_p,
                 "max_tokens": body.max_output_tokens, "user": body.user, "tool_choice": body.tool_choice,
-                "parallel_tool_calls": body.parallel_tool_calls, "response_format": _response_format(body.text),
+                "parallel_tool_calls": body.parallel_tool_calls, "response_format": response_format(body.text),
                 "tools": [{"type": "function", "function": t.model_dump(exclude={"type"})} for t in body.tools]
                 if body.tools else None})
         except (ValueError, KeyError) as exc:
@@ -167,7 +90,7 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
             job, run, headers = await server.begin(request, chat, "chat")
             data = await server.answer(job, run, headers)
             choice = data["choices"][0]
-            output = _items(choice["message"], rid)
+            output = output_items(choice["message"], rid)
             out = envelope(body, rid, "completed", output, _usage(data["usage"]), choice["finish_reason"])
             if body.store:
                 remember(rid, messages, output, out)
@@ -213,7 +136,7 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
                                 delta=delta["content"], logprobs=[])
                 calls += delta.get("tool_calls") or []
                 finish = ch.get("finish_reason") or finish
-        output = _items({"content": text, "tool_calls": [{"id": c["id"], "function": c["function"]}
+        output = output_items({"content": text, "tool_calls": [{"id": c["id"], "function": c["function"]}
                                                          for c in calls]}, rid)
         if opened:
             part = {"type": "output_text", "text": text, "annotations": []}
