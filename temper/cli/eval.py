@@ -1,6 +1,7 @@
 """`temper eval`: run suites (and the long-context grid) through a model or the suites' oracles."""
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -35,8 +36,12 @@ def register(app: typer.Typer) -> None:
                                                         show_default=False)] = None,
         temperature: Annotated[float | None, typer.Option("--temperature", help="0 = greedy (default with one "
                                                           "sample; 0.8 with several).", show_default=False)] = None,
+        agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this program as the agent "
+                                                          "of each item (agent.kind external; docs/agents.md).",
+                                                          show_default=False)] = None,
     ) -> None:
         """Evaluate a model on suites: per-item JSONL, summary.json, report.md/.html under --out."""
+        from temper.errors import TemperError
         from temper.evals.config import EvalConfig
         from temper.evals.harness import run_eval, summary_lines
         from temper.runtime import apply_runtime
@@ -54,6 +59,14 @@ def register(app: typer.Typer) -> None:
             cfg.suites = list(suite)
         if out is not None:
             cfg.out = str(out)
+        if agent_command is not None:
+            try:
+                argv = shlex.split(agent_command)
+            except ValueError as exc:
+                raise TemperError(f"--agent-command {agent_command!r}: {exc}") from None
+            if not argv:
+                raise TemperError("--agent-command: empty (give the program to run, e.g. 'python my_agent.py')")
+            cfg.agent = cfg.agent.model_copy(update={"kind": "external", "command": argv})
         apply_runtime(cfg.runtime)
         run = asyncio.run(run_eval(cfg, grid=grid))
         for line in summary_lines(run):

@@ -29,6 +29,8 @@ class ProgramResult:
 
 async def run_program(argv: list[str], env: dict[str, str], workdir: Path, timeout_s: float,
                       memory_mb: int) -> ProgramResult:
+    """Run `argv` from the current directory (relative paths in it mean what they meant to the user);
+    its output goes to `workdir`, the episode's scratch folder (TEMPER_WORKDIR)."""
     out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
     limit = memory_mb * 1024 * 1024
 
@@ -39,7 +41,8 @@ async def run_program(argv: list[str], env: dict[str, str], workdir: Path, timeo
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
             proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                                                        stderr=err, cwd=workdir, env=env, start_new_session=True,
+                                                        stderr=err, env={**env, "TEMPER_WORKDIR": str(workdir)},
+                                                        start_new_session=True,
                                                         preexec_fn=limits)
         except OSError as exc:  # not found, not executable: the program never ran
             return ProgramResult(127, False, 0.0, "", f"cannot start {argv[0]!r}: {exc}")
