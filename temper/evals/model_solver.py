@@ -57,7 +57,8 @@ class ModelSolver:
         return Outcome(result.reward, output=result.answer, tokens_in=metered.tokens_in,
                        tokens_out=metered.tokens_out, ttft_s=metered.ttft_s, tpot_s=metered.tpot_s,
                        turns=len(result.turns), info={"windows": len(result.trajectories),
-                                                      "kv_cache_mb": self._kv_mb(metered.max_context)})
+                                                      "kv_cache_mb": self._kv_mb(metered.max_context),
+                                                      **tool_call_counts(result.turns)})
 
     def _kv_mb(self, tokens: int) -> float | None:
         """KV cache memory of the item's longest sequence: the memory that grows with context length
@@ -67,3 +68,10 @@ class ModelSolver:
 
     def close(self) -> None:
         self.policy.close()
+
+
+def tool_call_counts(turns: list[Any]) -> dict[str, int]:
+    """The episode's tool calls and how many failed (malformed, unknown tool, bad arguments, or the
+    tool's own error): summary.json's `tool_calls` rates come from these."""
+    calls = [c for t in turns for c in t.tool_calls]
+    return {"tool_calls": len(calls), "tool_errors": sum(c.error for c in calls)}

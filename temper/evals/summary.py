@@ -65,6 +65,7 @@ def summarize_suite(records: list[ItemRecord], samples: int, threshold: float = 
         by_domain[r.domain].append(r)
     out["domains"] = {d: metrics(rs, samples, threshold, resamples) for d, rs in sorted(by_domain.items())}
     ok = [r for r in records if r.ok]
+    out["tool_calls"] = tool_call_rates(ok)
     out["usage"] = {
         "tokens_in_mean": mean([r.tokens_in for r in ok]),
         "tokens_out_mean": mean([r.tokens_out for r in ok]),
@@ -75,6 +76,17 @@ def summarize_suite(records: list[ItemRecord], samples: int, threshold: float = 
         "cost_per_item": mean([r.cost for r in ok]),
     }
     return out
+
+
+def tool_call_rates(records: list[ItemRecord]) -> dict[str, Any]:
+    """calls, correct (ran without error), correct_rate, and episodes_with_correct_call (the share of
+    items with at least one correct call), over items whose solver counts tool calls."""
+    counted = [r for r in records if "tool_calls" in r.info]
+    calls = sum(r.info["tool_calls"] for r in counted)
+    correct = calls - sum(r.info["tool_errors"] for r in counted)
+    with_one = sum(r.info["tool_calls"] > r.info["tool_errors"] for r in counted)
+    return {"calls": calls, "correct": correct, "correct_rate": _num(correct / calls) if calls else None,
+            "episodes_with_correct_call": _num(with_one / len(counted)) if counted else None}
 
 
 def _num(x: float) -> float | None:

@@ -1,6 +1,7 @@
 """The built-in tools. All but `submit` act on the episode's sandbox; the workspace is the
 working directory, so relative paths are in /app for terminal tasks."""
 
+import re
 from typing import Any
 
 from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
@@ -107,6 +108,26 @@ async def list_files(ctx: ToolContext, path: str = ".", recursive: bool = False)
     return "\n".join(lines) or "(empty)"
 
 
+_ARITHMETIC = re.compile(r"[0-9+\-*/%(). ]{1,200}")
+
+
+@tool
+async def calculator(ctx: ToolContext, expression: str) -> str:
+    """Evaluate an arithmetic expression exactly (integers and + - * / % ** and parentheses) and return the result.
+
+    Args:
+        expression: the expression, e.g. 347 * 29 + 5
+    """
+    if not _ARITHMETIC.fullmatch(expression.strip()):
+        raise ToolError(f"not an arithmetic expression: {expression[:80]!r} (digits, + - * / % ( ) only)")
+    # Evaluated in the sandbox, as every tool's work: python3 there, never in the host process.
+    r = await call(ctx.sandbox.exec, ["python3", "-c", f"print({expression.strip()})"], timeout=10)
+    if r.exit_code != 0:
+        raise ToolError(r.stderr.decode(errors="replace").strip().splitlines()[-1][:200] if r.stderr else
+                        f"exit code {r.exit_code}")
+    return r.stdout.decode(errors="replace").strip()
+
+
 @tool
 def submit(ctx: ToolContext, answer: str = "") -> str:
     """Finish the task. For tasks with an answer, give it here; for tasks that change files, call it when done.
@@ -123,4 +144,4 @@ def _reraise_crash(exc: Exception) -> None:
         raise exc
 
 
-BUILTIN: dict[str, Tool] = {t.name: t for t in (bash, python, read_file, write_file, list_files, submit)}
+BUILTIN: dict[str, Tool] = {t.name: t for t in (bash, python, read_file, write_file, list_files, calculator, submit)}

@@ -1,8 +1,11 @@
-"""Two small verifiable suites, the default recipe's and the tests':
+"""Small verifiable suites: the default recipe's, the tool-use recipe's and the tests':
 
 - `arithmetic:op=add,digits=2,n=N,seed=S[,sandbox=true]`: "What is 37 + 48?" as a chat prompt,
   scored on correctness with a lenient extraction (the number after the last `=`, else the last
   number), the default recipe's suite: SmolLM2-135M-Instruct passes ~25-30% of two-digit sums.
+- `calc:op=mul,digits=3,n=N,seed=S`: "What is 347 * 829?" with a `calculator` tool that evaluates
+  in the episode's sandbox: products of 3-digit numbers are beyond a small model's head, so the
+  reward comes from calling the tool well (the tool-use recipe, examples/train/tool-use.yaml);
 - `toy:n=N,seed=S,digits=D[,sandbox=true]`: "say 7" for a tiny random model with a tiny
   vocabulary (tests and the async benchmark: reward neither 0 nor 1 from the start).
 
@@ -106,6 +109,27 @@ class ArithmeticSuite(_AnswerSuite):
             tasks.append(Task.make(self.name, self.domain, prompt, {"answer": fn(a, b)},
                                    tags=("arithmetic", self.op), difficulty=self.digits, oracle=str(fn(a, b))))
         return tasks
+
+
+class CalculatorEnv(AnswerEnv):
+    tools = ("calculator",)
+
+
+@register_suite("calc")
+class CalculatorSuite(ArithmeticSuite):
+    name = "calc"
+
+    def __init__(self, op: str = "mul", digits: int = 3, n: int = 1000, seed: int = 0, domain: str = "math") -> None:
+        super().__init__(op, digits, n, seed, sandbox=True, domain=domain)
+
+    def build(self) -> list[Task]:
+        return [Task.make(self.name, self.domain, t.prompt.replace(
+            "Reply with only the number.", "Use the calculator tool, then reply with only the number."),
+            t.payload, tags=("calculator", self.op), difficulty=self.digits, oracle=t.oracle)
+            for t in super().build()]
+
+    def make_env(self, task: Task, pool: Any = None) -> AnswerEnv:
+        return CalculatorEnv(task, self.extract, True, pool)
 
 
 @register_suite("toy")
