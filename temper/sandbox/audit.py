@@ -57,7 +57,9 @@ class AuditLog:
             try:
                 size = os.fstat(self._fd).st_size
                 if size != self._size:  # another writer appended: continue its chain
-                    self._prev, self._seq = _tail(self.path)
+                    self._prev, self._seq, torn = _tail(self.path)
+                    if torn:  # a writer died mid-append: end its fragment's line, chain on from the last intact record
+                        size += os.write(self._fd, b"\n")
                 record = {"seq": self._seq, "time": time.time(), "sandbox": sandbox, "op": op, **fields,
                           "prev": self._prev}
                 record["hash"] = _digest(record)
@@ -80,21 +82,30 @@ class AuditLog:
             os.close(self._fd)
 
 
-def _tail(path: Path) -> tuple[str, int]:
-    """(hash, next seq) of the last record, reading back from the end only as far as needed."""
+def _tail(path: Path) -> tuple[str, int, bool]:
+    """(hash, next seq) of the last intact record, reading back from the end only as far as needed,
+    and whether the file ends in a torn record: a writer killed mid-append (SIGKILL can cut a write
+    at a page boundary) must not stop every later sandbox of the run from starting."""
     with open(path, "rb") as f:
         end = f.seek(0, os.SEEK_END)
+        if not end:
+            return GENESIS, 0, False
+        f.seek(end - 1)
+        torn = f.read(1) != b"\n"
         size = 4096
         while True:
-            f.seek(max(0, end - size))
+            start = max(0, end - size)
+            f.seek(start)
             lines = [ln for ln in f.read().split(b"\n") if ln.strip()]
-            if len(lines) >= 2 or size >= end:
-                break
+            for ln in reversed(lines[1:] if start else lines):  # a window's first line may be cut
+                try:
+                    rec = json.loads(ln)
+                    return rec["hash"], rec["seq"] + 1, torn
+                except (ValueError, KeyError, TypeError):
+                    continue
+            if not start:
+                return GENESIS, 0, torn
             size *= 4
-    if not lines:
-        return GENESIS, 0
-    rec = json.loads(lines[-1])
-    return rec["hash"], rec["seq"] + 1
 
 
 def verify(path: str | Path) -> tuple[bool, str]:
@@ -108,7 +119,7 @@ def verify(path: str | Path) -> tuple[bool, str]:
             try:
                 rec = json.loads(raw)
             except json.JSONDecodeError:
-                return False, f"{path}:{lineno}: not a JSON record"
+                return False, f"{path}:{lineno}: not a JSON record (a torn append, or an edit)"
             if rec.get("prev") != prev:
                 return False, f"{path}:{lineno}: chain broken (a record before it was removed or edited)"
             if rec.get("hash") != _digest(rec):

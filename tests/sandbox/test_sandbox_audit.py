@@ -54,3 +54,24 @@ def test_audit_log_chains_across_writers(tmp_path: Path) -> None:
     b.close()
     head = json.loads(path.read_text().splitlines()[-1])["hash"]
     assert verify(path) == (True, f"{path}: 5 records intact, head {head}")
+
+
+def test_a_torn_last_record_does_not_stop_later_writers(tmp_path: Path) -> None:
+    """A writer killed mid-append leaves a cut line (seen in CI: cut at a page boundary); the next
+    writer ends that line and chains on from the last intact record; verify names the torn line."""
+    path = tmp_path / "a.jsonl"
+    a = AuditLog(path)
+    for i in range(3):
+        a.append("sb", "exec", i=i)
+    a.close()
+    intact = json.loads(path.read_text().splitlines()[-1])
+    with open(path, "ab") as f:
+        f.write(b'{"seq":3,"time":1.0,"sandbox":"sb","op":"upload","src":"/tmp/x","prev')  # no newline
+    b = AuditLog(path)
+    rec = b.append("sb", "exec", i=4)
+    b.close()
+    assert rec["prev"] == intact["hash"] and rec["seq"] == intact["seq"] + 1
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5 and json.loads(lines[-1]) == rec
+    ok, why = verify(path)
+    assert not ok and f"{path}:4: not a JSON record (a torn append" in why
