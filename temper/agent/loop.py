@@ -79,7 +79,10 @@ class Episode:
         start, truncated = time.monotonic(), False
         try:
             t = time.monotonic()
-            obs = await asyncio.wait_for(self.env.reset(), self.cfg.turn_timeout_s)
+            # asyncio.timeout, not wait_for: wait_for runs the work in a task of its own, whose exception
+            # goes unretrieved (and is logged with a traceback) when the episode is cancelled meanwhile.
+            async with asyncio.timeout(self.cfg.turn_timeout_s):
+                obs = await self.env.reset()
             self.timings["reset_s"] = time.monotonic() - t
             self.system = "\n\n".join(x for x in (self.cfg.system_prompt or SYSTEM_PROMPT, self.env.background) if x)
             self.task_text = obs.content
@@ -87,7 +90,8 @@ class Episode:
             self.new_window(self.messages)
             self.acting = True  # from here on, the sandbox holds what the agent did
             try:
-                result = await asyncio.wait_for(self.act(), self.cfg.episode_timeout_s)
+                async with asyncio.timeout(self.cfg.episode_timeout_s):
+                    result = await self.act()
             except TimeoutError:  # out of time is the agent's business: score what it did
                 truncated, result = True, await self.step(self.last_text)
             truncated = truncated or result.info.get("truncated", False)
@@ -149,8 +153,8 @@ class Episode:
                                 max_tokens=max(1, min(self.cfg.max_turn_tokens, room)))
         t = time.monotonic()
         try:
-            c = await asyncio.wait_for(self.loop.client.generate(list(self.tr.token_ids), params),
-                                       self.cfg.turn_timeout_s)
+            async with asyncio.timeout(self.cfg.turn_timeout_s):
+                c = await self.loop.client.generate(list(self.tr.token_ids), params)
         except TimeoutError:
             raise InfraFailure(FailureKind.HARNESS_TIMEOUT,
                                f"generation took over {self.cfg.turn_timeout_s:g}s") from None
@@ -188,7 +192,8 @@ class Episode:
             return call.error, True
         limit = self.cfg.tool_timeout_s + self.cfg.tool_grace_s
         try:
-            return await asyncio.wait_for(self.tools[call.name](self.tool_ctx, call.arguments), limit), False
+            async with asyncio.timeout(limit):
+                return await self.tools[call.name](self.tool_ctx, call.arguments), False
         except ToolError as exc:
             return str(exc), True
         except TimeoutError:

@@ -282,7 +282,8 @@ async def _generate(st: EpisodeState, ids: list[int], body: Any, structured: Any
                             stop=list(body.stop or []), structured=structured,
                             seed=None if st.seed is None else st.seed + len(st.recorder.calls))
     try:
-        c = await asyncio.wait_for(st.client.generate(ids, params), a.turn_timeout_s)
+        async with asyncio.timeout(a.turn_timeout_s):
+            c = await st.client.generate(ids, params)
     except RequestError as exc:
         raise Refused(400, str(exc), "messages") from None
     except Exception as exc:  # the policy failed: the episode is an infrastructure failure

@@ -47,7 +47,8 @@ async def run_external_episode(client: GenerationClient, tokenizer: ChatTokenize
     async with env:
         try:
             t = asyncio.get_running_loop().time()
-            obs = await asyncio.wait_for(env.reset(), cfg.turn_timeout_s)
+            async with asyncio.timeout(cfg.turn_timeout_s):
+                obs = await env.reset()
             timings["reset_s"] = asyncio.get_running_loop().time() - t
             with tempfile.TemporaryDirectory(prefix="temper-agent-") as work:
                 async with EpisodeEndpoint(state) as ep:
