@@ -247,12 +247,15 @@ class Episode:
     def result(self, reward: Reward, truncated: bool) -> EpisodeResult:
         windows = [*self.windows, self.tr] if len(self.tr) else self.windows
         task = self.env.task
+        calls = [c for t in self.turns for c in t.tool_calls]  # the whole episode's, in every window
+        tool_counts = {"tool_calls": len(calls), "tool_errors": sum(c.error for c in calls)}
         trajs = [w.to_trajectory(
             reward=reward.value, reward_components=dict(reward.components), task_id=task.id, group_id=self.group_id,
             id=f"{task.id}-{self.episode_id}-{i}", failure=reward.failure, truncated=truncated,
             timings=dict(self.timings),
             info={"window": i, "windows": len(windows), "prefix_len": w.prefix_len, "suite": task.suite,
-                  "turns": sum(t.window == i for t in self.turns), **({"error": reward.info["error"]}
+                  "turns": sum(t.window == i for t in self.turns), **tool_counts,
+                  **({"error": reward.info["error"]}
                                                                        if "error" in reward.info else {})},
         ) for i, w in enumerate(windows)]
         return EpisodeResult(task, trajs, reward, self.turns, self.messages, self.last_text)

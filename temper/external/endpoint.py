@@ -75,6 +75,8 @@ class EpisodeState:
     closed: bool = False
     responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # response id -> conversation
     messages: list[dict[str, Any]] = field(default_factory=list)  # the last chat conversation, with its reply
+    # One model call at a time: whether a call extends the record depends on the one before it.
+    calls_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         self.recorder = Recorder(self.tokenizer)
@@ -126,7 +128,7 @@ def build_app(st: EpisodeState) -> FastAPI:
     @app.middleware("http")
     async def auth(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
         key = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if st.closed or not secrets.compare_digest(key, st.key):
+        if st.closed or not secrets.compare_digest(key.encode(), st.key.encode()):
             why = "the episode has ended" if st.closed and key == st.key else "not this episode's key"
             return JSONResponse(error_body(f"{request.method} {request.url.path}: {why} (each episode's "
                                            "endpoint takes only its own OPENAI_API_KEY, while it runs)",
@@ -151,10 +153,11 @@ def build_app(st: EpisodeState) -> FastAPI:
             raise Refused(400, "prompt: the episode endpoint takes one prompt, n=1, no stream or echo", "prompt")
         p = prompts[0]
         ids = st.tokenizer.encode(p, add_special_tokens=True) if isinstance(p, str) else list(p)
-        extends = st.recorder.completion_prompt(ids)
-        t = time.monotonic()
-        c = await _generate(st, ids, body, None)
-        st.recorder.record("completions", ids, c, extends, time.monotonic() - t)
+        async with st.calls_lock:
+            extends = st.recorder.completion_prompt(ids)
+            t = time.monotonic()
+            c = await _generate(st, ids, body, None)
+            st.recorder.record("completions", ids, c, extends, time.monotonic() - t)
         text = st.tokenizer.decode(c.token_ids, skip_special_tokens=True)
         choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": c.finish_reason}
         if body.logprobs is not None:
@@ -242,6 +245,11 @@ def build_app(st: EpisodeState) -> FastAPI:
 async def _chat(st: EpisodeState, body: ChatRequest, api: str) -> dict[str, Any]:
     if body.n != 1:
         raise Refused(400, "n: the episode endpoint samples one answer per call", "n")
+    async with st.calls_lock:
+        return await _chat_call(st, body, api)
+
+
+async def _chat_call(st: EpisodeState, body: ChatRequest, api: str) -> dict[str, Any]:
     try:
         ids, tools, extends = await asyncio.to_thread(st.recorder.chat_prompt, body)
         structured, _ = structured_for(body, tools)

@@ -39,4 +39,6 @@ class BackendSolver:
         generated = sum(sum(x.loss_mask) for x in a.trajectories)
         return Outcome(Reward(float(t.reward_components.get(self.metric, t.reward)), dict(t.reward_components)),
                        tokens_in=sum(len(x.token_ids) for x in a.trajectories) - generated, tokens_out=generated,
-                       turns=int(t.info.get("turns", 0)), info={"attempts": a.attempts})
+                       turns=int(t.info.get("turns", 0)),
+                       info={"attempts": a.attempts, **{k: t.info[k] for k in ("tool_calls", "tool_errors")
+                                                        if k in t.info}})

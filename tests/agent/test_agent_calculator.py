@@ -21,8 +21,8 @@ def _episode(scripted, tokenizer, turns):
     suite = parse_spec("calc:op=mul,digits=3,n=1,seed=0")
     (task,) = suite.tasks()
     a, b = (int(x) for x in task.prompt.split("What is ")[1].split("?")[0].split(" * "))
-    res = asyncio.run(AgentLoop(scripted([t.replace("{a}", str(a)).replace("{b}", str(b)).replace("{p}", str(a * b)) for t in turns]), tokenizer)
-                      .run(suite.make_env(task)))
+    texts = [t.replace("{a}", str(a)).replace("{b}", str(b)).replace("{p}", str(a * b)) for t in turns]
+    res = asyncio.run(AgentLoop(scripted(texts), tokenizer).run(suite.make_env(task)))
     return res, a * b
 
 
