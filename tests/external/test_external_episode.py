@@ -188,3 +188,19 @@ def test_concurrent_episodes_cannot_reach_each_others_endpoint_or_sandbox(tiny_e
         late = "refused"  # the endpoint is gone with its episode
     assert late in (401, "refused")
     assert not os.environ.get("OPENAI_API_KEY", "").startswith("sk-episode-")
+
+
+def test_the_memory_limit_holds_the_program(tiny_engine, smollm2_tokenizer, terminal_suite, program):
+    """agent.memory_mb caps the program's address space: an allocation past it fails in the program."""
+    argv = program(CLIENT + """
+    client.chat.completions.create(model="any", messages=[{"role": "user", "content": "hi"}])
+    try:
+        block = bytearray(600 * 1024 * 1024)
+        print("allocated")
+    except MemoryError:
+        print("refused")
+    """.replace("\n    ", "\n"))
+    res = _run(tiny_engine, smollm2_tokenizer, terminal_suite, _agent(argv, memory_mb=400))
+    assert res.failure is None and res.answer == "refused"
+    roomy = _run(tiny_engine, smollm2_tokenizer, terminal_suite, _agent(argv, memory_mb=4096))
+    assert roomy.answer == "allocated"
