@@ -15,11 +15,12 @@ it trains. A reply's `token_ids` and `prompt_token_ids` come back with `return_t
 """
 
 import asyncio
+import contextlib
 import json
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,16 @@ class EpisodeState:
         self.recorder = Recorder(self.tokenizer)
 
 
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn inside someone else's process: it leaves the signal handlers alone. (Its own swap them
+    for its handler and restore them at exit, which, with episodes overlapping, leaves a finished
+    server's handler installed: Ctrl-C would no longer reach `temper train`.)"""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 class EpisodeEndpoint:
     """`async with EpisodeEndpoint(state) as ep:` -> ep.url (http://127.0.0.1:PORT); stopped on exit."""
 
@@ -92,7 +103,7 @@ class EpisodeEndpoint:
         self.url = ""
 
     async def __aenter__(self) -> "EpisodeEndpoint":
-        self.server = uvicorn.Server(uvicorn.Config(build_app(self.state), host="127.0.0.1", port=0,
+        self.server = _EmbeddedServer(uvicorn.Config(build_app(self.state), host="127.0.0.1", port=0,
                                                     log_level="warning", lifespan="off", access_log=False))
         self.task = asyncio.create_task(self.server.serve())
         while not self.server.started:

@@ -6,6 +6,7 @@ process group, and per-episode keys."""
 import asyncio
 import json
 import os
+import signal
 import time
 
 from external_helpers import task_folder
@@ -72,6 +73,7 @@ def test_an_openai_client_agent_is_recorded_merged_and_scored(tiny_engine, smoll
     assert sum(traj.loss_mask) == sum(len(c["ids"]) for c in seen)  # nothing but the sampled tokens is trained
     assert traj.token_ids[:pos + len(seen[-1]["ids"])] == traj.token_ids  # it ends with the last completion
     assert info["program"]["exit_code"] == 0 and "done" in info["program"]["stdout_tail"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the endpoint left Ctrl-C alone
     assert [a.name for a in res.turns[-1].tool_calls] == ["exec"] * 3
 
 
@@ -176,6 +178,7 @@ def test_concurrent_episodes_cannot_reach_each_others_endpoint_or_sandbox(tiny_e
 
     res = asyncio.run(both())
     assert all(r.failure is None and r.reward.value == 0.0 for r in res)  # neither wrote into the other's sandbox
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # no finished endpoint holds Ctrl-C
     for me in ("A", "B"):
         assert json.loads((tmp_path / f"{me}.codes").read_text()) == [401, 401, 401]
     import httpx
