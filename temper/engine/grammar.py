@@ -101,11 +101,11 @@ def valid_prefix(matcher: Any, tokens: list[int]) -> int:
 def token_bitmask(rows: list[tuple[Any, list[int]]], vocab_size: int) -> tuple[torch.Tensor, list[int]] | None:
     """The allowed-token bitmask of each row (matcher, the drafts sampled before it in the same step)
     and the indices of the constrained rows; None when no row is constrained."""
+    constrained = [i for i, (m, _) in enumerate(rows) if m is not None]
+    if not constrained:  # the usual step: no import, no allocation
+        return None
     import xgrammar as xgr
 
-    constrained = [i for i, (m, _) in enumerate(rows) if m is not None]
-    if not constrained:
-        return None
     mask = xgr.allocate_token_bitmask(len(rows), vocab_size)
     for i in constrained:
         matcher, before = rows[i]
