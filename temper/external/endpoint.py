@@ -37,7 +37,7 @@ from temper.external.recorder import Recorder
 from temper.generation import Completion, GenerationClient, RequestError, SamplingParams
 from temper.serve.chat import split_tool_calls
 from temper.serve.constraints import ConstraintError, structured_for
-from temper.serve.responses_items import ResponsesRequest, input_messages, output_items
+from temper.serve.responses_items import ResponsesRequest, input_messages, output_items, response_format
 from temper.serve.schemas import ChatRequest, CompletionRequest, Lenient, describe_validation, error_body
 
 MODEL = "policy"
@@ -195,6 +195,7 @@ def build_app(st: EpisodeState) -> FastAPI:
             req = ChatRequest.model_validate({
                 "model": body.model, "messages": messages, "max_tokens": body.max_output_tokens,
                 "tool_choice": body.tool_choice, "parallel_tool_calls": body.parallel_tool_calls,
+                "response_format": response_format(body.text),
                 "tools": [{"type": "function", "function": t.model_dump(exclude={"type"})} for t in body.tools]
                 if body.tools else None})
         except (ValueError, KeyError) as exc:
@@ -208,7 +209,8 @@ def build_app(st: EpisodeState) -> FastAPI:
                 "model": body.model, "output": output_items(message, rid), "error": None, "incomplete_details": None,
                 "instructions": body.instructions, "tools": [t.model_dump() for t in body.tools or []],
                 "tool_choice": body.tool_choice or "auto", "parallel_tool_calls": body.parallel_tool_calls,
-                "previous_response_id": body.previous_response_id, "text": {"format": {"type": "text"}},
+                "previous_response_id": body.previous_response_id,
+                "text": body.text or {"format": {"type": "text"}},
                 "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"],
                           "total_tokens": u["total_tokens"]}}
 

@@ -29,7 +29,7 @@ def run(cmd):
 
 
 def _agent(argv: list[str], **over) -> AgentConfig:
-    return AgentConfig(kind="external", command=argv, max_turn_tokens=12, temperature=1.0, **over)
+    return AgentConfig(**{"kind": "external", "command": argv, "max_turn_tokens": 12, "temperature": 1.0, **over})
 
 
 def _run(tiny_engine, smollm2_tokenizer, suite, cfg, seed=0, **kw):
@@ -207,3 +207,16 @@ def test_the_memory_limit_holds_the_program(tiny_engine, smollm2_tokenizer, term
     assert res.failure is None and res.answer == "refused"
     roomy = _run(tiny_engine, smollm2_tokenizer, terminal_suite, _agent(argv, memory_mb=4096))
     assert roomy.answer == "allocated"
+
+
+def test_the_responses_api_text_format_is_enforced_on_the_episode_endpoint(tiny_engine, smollm2_tokenizer,
+                                                                           terminal_suite, program):
+    argv = program(CLIENT + """
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+              "additionalProperties": False}
+    r = client.responses.create(model="any", input="Is it done?", text={"format": {
+        "type": "json_schema", "name": "verdict", "schema": schema, "strict": True}})
+    print(r.output_text)
+    """.replace("\n    ", "\n"))
+    res = _run(tiny_engine, smollm2_tokenizer, terminal_suite, _agent(argv, max_turn_tokens=60))
+    assert res.failure is None and json.loads(res.answer) in ({"ok": True}, {"ok": False}), res.answer
