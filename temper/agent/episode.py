@@ -29,6 +29,13 @@ class TurnRecord:
     tool_calls: list[ToolRecord] = field(default_factory=list)
 
 
+def tool_call_counts(turns: list[TurnRecord]) -> dict[str, int]:
+    """An episode's tool calls and how many failed (malformed, unknown tool, bad arguments, or the
+    tool's own error): the trajectories' info and the eval summary's `tool_calls` rates."""
+    calls = [c for t in turns for c in t.tool_calls]
+    return {"tool_calls": len(calls), "tool_errors": sum(c.error for c in calls)}
+
+
 class InfraFailure(Exception):
     """The harness failed (sandbox crash, engine error, timeout): the episode carries no reward."""
 

@@ -22,7 +22,7 @@ from typing import Any
 from temper.agent.chat_format import ChatFormat
 from temper.agent.config import AgentConfig
 from temper.agent.context import SYSTEM_PROMPT, ContextManager, Summarizer, TurnNote
-from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord
+from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord, tool_call_counts
 from temper.agent.toolcall import EXAMPLE, ToolCall, parse_tool_calls
 from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.transcript import Transcript
@@ -247,8 +247,7 @@ class Episode:
     def result(self, reward: Reward, truncated: bool) -> EpisodeResult:
         windows = [*self.windows, self.tr] if len(self.tr) else self.windows
         task = self.env.task
-        calls = [c for t in self.turns for c in t.tool_calls]  # the whole episode's, in every window
-        tool_counts = {"tool_calls": len(calls), "tool_errors": sum(c.error for c in calls)}
+        tool_counts = tool_call_counts(self.turns)  # the whole episode's, in every window
         trajs = [w.to_trajectory(
             reward=reward.value, reward_components=dict(reward.components), task_id=task.id, group_id=self.group_id,
             id=f"{task.id}-{self.episode_id}-{i}", failure=reward.failure, truncated=truncated,

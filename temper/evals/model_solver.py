@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from temper.agent.config import AgentConfig
+from temper.agent.episode import tool_call_counts
 from temper.agent.runner import run_episode, sample_seed
 from temper.envs.suite import Suite
 from temper.envs.task import Task
@@ -68,10 +69,3 @@ class ModelSolver:
 
     def close(self) -> None:
         self.policy.close()
-
-
-def tool_call_counts(turns: list[Any]) -> dict[str, int]:
-    """The episode's tool calls and how many failed (malformed, unknown tool, bad arguments, or the
-    tool's own error): summary.json's `tool_calls` rates come from these."""
-    calls = [c for t in turns for c in t.tool_calls]
-    return {"tool_calls": len(calls), "tool_errors": sum(c.error for c in calls)}

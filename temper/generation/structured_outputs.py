@@ -51,16 +51,18 @@ class StructuredOutputs:
 
     def as_dict(self) -> dict[str, Any]:
         """The `structured_outputs` body vLLM and temper serve take (the inverse of from_dict)."""
-        return {f.name: list(v) if isinstance(v, tuple) else v for f in fields(self)
-                if (v := getattr(self, f.name)) not in (None, False)}
+        return {name: list(v) if isinstance(v := getattr(self, name), tuple) else v for name in self._given()}
+
+    def _given(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]
 
     @property
     def kind(self) -> str:
-        set_ = [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]
+        set_ = self._given()
         return set_[0] if len(set_) == 1 else ""
 
     def validate(self, where: str) -> None:
-        set_ = [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]
+        set_ = self._given()
         if len(set_) != 1:
             raise RequestError(f"{where}: exactly one of json, json_object, regex, choice, grammar, structural_tag "
                                f"must be set (got {', '.join(set_) or 'none'})")

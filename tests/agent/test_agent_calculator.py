@@ -7,8 +7,8 @@ import asyncio
 import json
 
 from temper.agent import AgentLoop
+from temper.agent.episode import tool_call_counts
 from temper.envs import parse_spec
-from temper.evals.model_solver import tool_call_counts
 from temper.evals.records import ItemRecord
 from temper.evals.summary import tool_call_rates
 
