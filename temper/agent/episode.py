@@ -36,6 +36,13 @@ def tool_call_counts(turns: list[TurnRecord]) -> dict[str, int]:
     return {"tool_calls": len(calls), "tool_errors": sum(c.error for c in calls)}
 
 
+def turn_actions(turns: list[TurnRecord], window: int) -> list[dict[str, Any]]:
+    """The tool calls of one context window's turns, as its trajectory's info keeps them (`temper dashboard`
+    shows them with the episode): name, arguments, the output's head, whether it failed."""
+    return [{"turn": t.index, "name": c.name, "arguments": c.arguments, "output": c.output[:500], "error": c.error,
+             "duration_s": round(c.duration_s, 4)} for t in turns if t.window == window for c in t.tool_calls]
+
+
 class InfraFailure(Exception):
     """The harness failed (sandbox crash, engine error, timeout): the episode carries no reward."""
 

@@ -22,7 +22,7 @@ from typing import Any
 from temper.agent.chat_format import ChatFormat
 from temper.agent.config import AgentConfig
 from temper.agent.context import SYSTEM_PROMPT, ContextManager, Summarizer, TurnNote
-from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord, tool_call_counts
+from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord, tool_call_counts, turn_actions
 from temper.agent.toolcall import EXAMPLE, ToolCall, parse_tool_calls
 from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.transcript import Transcript
@@ -254,6 +254,7 @@ class Episode:
             timings=dict(self.timings),
             info={"window": i, "windows": len(windows), "prefix_len": w.prefix_len, "suite": task.suite,
                   "turns": sum(t.window == i for t in self.turns), **tool_counts,
+                  "actions": turn_actions(self.turns, i),
                   **({"error": reward.info["error"]}
                                                                        if "error" in reward.info else {})},
         ) for i, w in enumerate(windows)]

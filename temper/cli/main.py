@@ -23,7 +23,8 @@ app = typer.Typer(
 
 # Modules that register commands on `app` (each defines `register(app)`).
 COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft", "temper.cli.sandbox", "temper.cli.eval",
-                              "temper.cli.compare", "temper.cli.train", "temper.cli.serve", "temper.cli.envqa"]
+                              "temper.cli.compare", "temper.cli.train", "temper.cli.serve", "temper.cli.envqa",
+                              "temper.cli.dashboard"]
 
 
 def _version(value: bool) -> None:

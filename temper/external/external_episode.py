@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from temper.agent.config import AgentConfig
-from temper.agent.episode import EpisodeResult, TurnRecord
+from temper.agent.episode import EpisodeResult, TurnRecord, turn_actions
 from temper.envs.env import Environment
 from temper.envs.reward import Reward
 from temper.envs.sandboxes import crash_reward
@@ -102,7 +102,8 @@ def _result(task: Task, state: EpisodeState, reward: Reward, program: ProgramRes
     trajs = [seg.to_trajectory(reward=reward.value, reward_components=dict(reward.components), task_id=task.id,
                                group_id=group_id, id=f"{task.id}-{episode_id}-{i}", failure=reward.failure,
                                truncated=truncated, timings=dict(timings),
-                               info={**info, "window": i, "windows": len(rec.segments)})
+                               info={**info, "window": i, "windows": len(rec.segments),
+                                     "actions": turn_actions(turns, i)})
              for i, seg in enumerate(rec.segments)]
     answer = program.stdout.strip() if program else ""
     return EpisodeResult(task, trajs, reward, turns, state.messages, answer)

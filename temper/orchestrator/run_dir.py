@@ -9,6 +9,8 @@
 """
 
 import json
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,11 @@ class RunDir:
     def read_json(self, name: str) -> Any:
         p = self.path / name
         return json.loads(p.read_text()) if p.exists() else None
+
+
+def writer_identity() -> dict[str, Any]:
+    """Who writes the run (the audit log's start and resume lines): `temper dashboard` tells running from crashed."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:

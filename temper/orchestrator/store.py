@@ -37,6 +37,12 @@ CREATE TABLE IF NOT EXISTS trajectories (
 );
 CREATE INDEX IF NOT EXISTS traj_status ON trajectories(status, seq);
 CREATE INDEX IF NOT EXISTS traj_group ON trajectories(group_id);
+-- the dashboard's filters (temper/dashboard/store_query.py) page through 100,000s of rows with these
+CREATE INDEX IF NOT EXISTS traj_task ON trajectories(task_id, seq);
+CREATE INDEX IF NOT EXISTS traj_domain ON trajectories(domain, seq);
+CREATE INDEX IF NOT EXISTS traj_step ON trajectories(consumed_step, seq);
+CREATE INDEX IF NOT EXISTS traj_failure ON trajectories(failure, seq);
+CREATE INDEX IF NOT EXISTS traj_reward ON trajectories(reward);
 CREATE TABLE IF NOT EXISTS steps (
     step INTEGER PRIMARY KEY,                -- trainer step (policy version after it)
     checkpoint TEXT,                         -- the checkpoint folder this step's marks commit with

@@ -25,7 +25,7 @@ from temper.orchestrator.config import TrainConfig
 from temper.orchestrator.pipeline import Group, Pipeline
 from temper.orchestrator.plots import write_plots
 from temper.orchestrator.progress import Progress
-from temper.orchestrator.run_dir import RunDir, summary_markdown
+from temper.orchestrator.run_dir import RunDir, summary_markdown, writer_identity
 from temper.orchestrator.scheduler import TaskScheduler
 from temper.orchestrator.store import Store
 from temper.orchestrator.tracking import Trackers
@@ -55,10 +55,10 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     if ckpt is not None:  # resume: the checkpoint the store last committed, then undo what came after it
         trainer.load_checkpoint(run.checkpoints / ckpt)
         scheduler.load_state_dict(trainer.data_cursor["scheduler"])
-        run.audit("resume", step=committed, checkpoint=ckpt, **store.recover(committed))
+        run.audit("resume", step=committed, checkpoint=ckpt, **store.recover(committed), **writer_identity())
     else:
         store.recover(0)
-        run.audit("start", config=cfg.model_dump(mode="json"))
+        run.audit("start", config=cfg.model_dump(mode="json"), **writer_identity())
     backlog = [Group(g, store.group(g)) for g in store.complete_groups()]
     specs = [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else [])
     trackers = Trackers(cfg.logging, run.path, cfg.model_dump(mode="json"))  # a missing package fails here
