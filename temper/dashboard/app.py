@@ -6,6 +6,7 @@ afresh, read-only; a folder that is not what the page wants, a corrupt line or a
 on the page, never a crash. Eval and envqa pages are in eval_pages.py.
 """
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ class Dashboard:
         self.roots = [Path(r) for r in roots]
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.filters["num"] = _num
+        # JSON shown as text (autoescaped by the page), unlike tojson's script-safe \u003c escapes
+        self.templates.env.filters["pretty"] = lambda x: json.dumps(x, indent=1, ensure_ascii=False, default=str)
         self.templates.env.filters["timestamp"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
     def folder(self, key: str, want: str) -> Path:

@@ -77,7 +77,8 @@ def page(path: Path, f: Filters, before: int | None = None, size: int = PAGE_SIZ
                            args).fetchone()[0]
         cursor = " AND seq < ?" if before is not None else ""
         rows = db.execute(
-            f"SELECT {', '.join(COLUMNS)}, json_extract(data, '$.info.tool_calls'), json_extract(data, '$.truncated') "
+            f"SELECT {', '.join(COLUMNS)}, COALESCE(json_array_length(data, '$.info.actions'), "
+            f"json_extract(data, '$.info.tool_calls')), json_extract(data, '$.truncated') "
             f"FROM trajectories WHERE {where}{cursor} ORDER BY seq DESC LIMIT ?",
             [*args, *([before] if before is not None else []), size + 1]).fetchall()
     items = [{**dict(zip(COLUMNS, r, strict=False)), "tool_calls": r[-2], "truncated": bool(r[-1])}

@@ -43,7 +43,7 @@ def make_tool_run(model: Path, out: Path, tasks: Path) -> dict[str, Any]:
     cfg = TrainConfig.model_validate({
         "model": str(model), "suites": [{"spec": f"terminal:path={task_folder(tasks)}"}],
         "algorithm": {"optim": {"lr": 0.05, "total_steps": 100, "min_lr_ratio": 1.0},
-                      "checkpoint": {"keep_last": 1, "keep_best": False}},
+                      "checkpoint": {"keep_last": 2, "keep_best": False}},
         "engine": {"kv_budget_bytes": 16_000_000, "max_num_seqs": 16},
         "agent": {"kind": "external", "command": [sys.executable, str(program)], "max_turn_tokens": 3},
         "orchestrator": {"group_size": 8, "batch_groups": 1, "max_staleness": 0, "concurrency": 4},
