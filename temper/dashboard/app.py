@@ -48,12 +48,16 @@ class Dashboard:
             raise PageError(404, f"{key}: no such folder under {', '.join(map(str, self.roots))}")
         kind = kind_of(path)
         if kind != want:
-            what = f"a {kind} folder" if kind else "not a run, eval or envqa folder"
-            raise PageError(404, f"{path}: {what}, not a {want} folder")
+            what = f"{_a(kind)} {kind} folder" if kind else "not a run, eval or envqa folder"
+            raise PageError(404, f"{path}: {what}, not {_a(want)} {want} folder")
         return path
 
     def render(self, request: Request, template: str, **context: Any) -> HTMLResponse:
         return self.templates.TemplateResponse(request, template, {"roots": self.roots, **context})
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _num(x: Any, digits: int = 3) -> str:

@@ -28,23 +28,27 @@ class Folder:
         return self.key.split("/", 1)[1] or self.path.name
 
 
-def _json_keys(path: Path) -> set[str]:
+def _json_keys(path: Path) -> set[str] | None:
+    """The top-level keys of a JSON object file; None when it is not valid JSON."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return set()
+        return None
     return set(data) if isinstance(data, dict) else set()
 
 
 def kind_of(path: Path) -> Kind | None:
-    """What the folder holds, or None when it is none of the three."""
+    """What the folder holds, or None when it is none of the three. A corrupt summary.json or report.json
+    beside the folder its writer makes with it (suites/, tasks/) still counts, so that the page can say so."""
     if (path / "config.yaml").is_file() and any((path / f).exists() for f in
                                                  ("metrics.jsonl", "audit.jsonl", "store.sqlite")):
         return "run"
-    if (path / "summary.json").is_file() and {"suites", "run"} <= _json_keys(path / "summary.json"):
-        return "eval"
-    if (path / "report.json").is_file() and "tasks" in _json_keys(path / "report.json"):
-        return "envqa"
+    for name, kind, keys, sub in (("summary.json", "eval", {"suites", "run"}, "suites"),
+                                  ("report.json", "envqa", {"tasks"}, "tasks")):
+        if (path / name).is_file():
+            found = _json_keys(path / name)
+            if (found is None and (path / sub).is_dir()) or (found is not None and keys <= found):
+                return kind  # type: ignore[return-value]
     return None
 
 

@@ -21,7 +21,7 @@ const temper = {
     });
     const plot = new uPlot({width: opts.width || 320, height: opts.height || 150, series,
                             scales: {x: {time: false}, y: {range: temper.yRange}}, legend: {show: list.length > 1},
-                            axes: [{size: 28}, {size: 48}]}, data, el);
+                            axes: [{size: 28}, {size: 52, values: (u, vals) => vals.map(temper.fmt)}]}, data, el);
     el.dataset.points = String(xs.length);
     return plot;
   },
@@ -37,6 +37,15 @@ const temper = {
                             scales: {x: {time: false}}, legend: {show: false}}, [edges, counts], el);
     el.dataset.points = String(counts.length);
     return plot;
+  },
+
+  // Axis numbers: 3 significant digits, so that 0.0004 s does not read as 0.
+  fmt(v) {
+    if (v === null || v === undefined) return "";
+    const a = Math.abs(v);
+    if (a === 0) return "0";
+    if (a >= 1e4) return v.toLocaleString("en", {maximumFractionDigits: 0});
+    return a < 1e-3 ? v.toExponential(1) : String(Number(v.toPrecision(3)));
   },
 
   // A flat series gets a band around its value rather than uPlot's 0-100 default.
