@@ -23,6 +23,10 @@ FORBIDDEN = {
     "external": {"engine", "models", "orchestrator", "rl", "evals", "envqa"},
     "rollout_servers": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs",
                         "sandbox"},
+    # a reader of the folders the others write: their file formats and pure helpers (tokenizer, advantages,
+    # compare), never a component that runs (engine, trainer loop, sandboxes, agents, servers)
+    "dashboard": {"engine", "serve", "orchestrator", "agent", "envs", "sandbox", "external", "rollout_servers",
+                  "generation"},
 }
 
 

@@ -32,6 +32,10 @@ def test_calling_the_calculator_then_answering_scores_1(scripted, smollm2_tokeni
     (call,) = res.turns[0].tool_calls
     assert call.name == "calculator" and not call.error and call.output == str(product)  # computed in the sandbox
     assert tool_call_counts(res.turns) == {"tool_calls": 1, "tool_errors": 0}
+    # the trajectory keeps the call for `temper dashboard` (info.actions)
+    (action,) = res.trajectory.info["actions"]
+    assert action["name"] == "calculator" and action["output"] == str(product) and action["turn"] == 0
+    assert " * " in action["arguments"]["expression"] and action["error"] is False
 
 
 def test_the_calculator_refuses_code_and_a_wrong_head_answer_scores_0(scripted, smollm2_tokenizer):
