@@ -68,3 +68,23 @@ def unpaired_bootstrap_difference(after: Sequence[float], before: Sequence[float
     alpha = (1 - confidence) / 2
     return Interval(float(a.mean() - b.mean()), float(np.quantile(diffs, alpha)),
                     float(np.quantile(diffs, 1 - alpha)), min(a.size, b.size))
+
+
+def clustered_bootstrap_mean(clusters: Sequence[Sequence[float]], resamples: int = 2000, confidence: float = 0.95,
+                             seed: int = 0) -> Interval:
+    """Percentile CI of the mean over clusters of items (e.g. training seeds x held-out tasks): each resample
+    draws clusters with replacement, then items within each drawn cluster, so that the interval carries the
+    seed-to-seed variance as well as the task sampling (a plain bootstrap over all items pools them and is
+    too narrow when seeds disagree)."""
+    groups = [np.asarray(c, dtype=float) for c in clusters if len(c)]
+    if not groups:
+        return Interval(float("nan"), float("nan"), float("nan"), 0)
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    for r in range(resamples):
+        picked = rng.integers(0, len(groups), size=len(groups))
+        means[r] = np.mean([groups[i][rng.integers(0, groups[i].size, size=groups[i].size)].mean() for i in picked])
+    alpha = (1 - confidence) / 2
+    point = float(np.mean([g.mean() for g in groups]))
+    return Interval(point, float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)),
+                    sum(g.size for g in groups))

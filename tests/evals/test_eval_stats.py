@@ -5,7 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from temper.evals.stats import bootstrap_mean, mean_pass_at_k, paired_bootstrap_difference, pass_at_k
+from temper.evals.stats import (
+    bootstrap_mean,
+    clustered_bootstrap_mean,
+    mean_pass_at_k,
+    paired_bootstrap_difference,
+    pass_at_k,
+)
 
 
 @pytest.mark.parametrize(("n", "c", "k"), [(10, 3, 1), (10, 3, 2), (10, 3, 5), (5, 0, 2), (5, 5, 3), (20, 7, 10)])
@@ -36,3 +42,16 @@ def test_paired_difference_detects_a_consistent_gain():
     diff = paired_bootstrap_difference(after, before)
     assert diff.mean == pytest.approx(0.25)
     assert diff.low > 0
+
+
+def test_clustered_bootstrap_carries_the_variance_between_clusters():
+    rng = np.random.default_rng(1)
+    # three "seeds" that disagree (means 0.2, 0.5, 0.8), 200 tasks each
+    clusters = [list((rng.random(200) < p).astype(float)) for p in (0.2, 0.5, 0.8)]
+    pooled = bootstrap_mean([x for c in clusters for x in c])
+    clustered = clustered_bootstrap_mean(clusters)
+    assert clustered.n == 600 and abs(clustered.mean - pooled.mean) < 1e-9
+    assert clustered.low <= clustered.mean <= clustered.high
+    assert (clustered.high - clustered.low) > 3 * (pooled.high - pooled.low)  # the seeds' spread counts
+    agree = clustered_bootstrap_mean([list((rng.random(200) < 0.5).astype(float)) for _ in range(3)])
+    assert (agree.high - agree.low) < (clustered.high - clustered.low) / 2  # seeds that agree: narrow again
