@@ -6,8 +6,8 @@
     GET /api/envqa/evidence?f=KEY&i=N   one task's tasks/<name>.json, loaded when its row is expanded
 
 Every page reads its folder afresh and only reads. A folder whose main file (summary.json, report.json) is
-not valid JSON is not recognised as an eval/envqa folder by folders.kind_of, so `_folder` looks at that
-file first, to name it in the one-line answer instead of saying "not an eval folder".
+not valid JSON may not be recognised by folders.kind_of (it is when its suites/ or tasks/ folder is there),
+so `_folder` looks at that file first, to name it in the one-line answer instead of "not an eval folder".
 """
 
 from pathlib import Path
