@@ -39,8 +39,10 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory, toy_model: Path) -> Path
     return root
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """Module-scoped, not session: playwright's sync API keeps an event loop running in this thread while it
+    is open, so every later test's asyncio.run() would fail ("cannot be called from a running event loop")."""
     from playwright.sync_api import sync_playwright
 
     exe = os.environ.get("TEMPER_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
