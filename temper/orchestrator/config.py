@@ -70,7 +70,7 @@ class OrchestratorConfig(ConfigModel):
     concurrency: int = Field(32, ge=1)  # episodes in flight over all suites
     partial_rollouts: bool = True  # False: weight updates wait for in-flight generations to finish
     dynamic_sampling: bool = True  # drop groups whose rewards are all equal and refill
-    max_refills: int = Field(8, ge=0)  # per step, past which a zero-variance group is trained anyway
+    max_refills: int = Field(8, ge=0)  # per trained batch, past which a zero-variance group is trained anyway
     save_every: int = Field(1, ge=1)  # checkpoint (and consumption commit) every N steps
     retry: RetryConfig = Field(default_factory=RetryConfig)
     faults: FaultConfig = Field(default_factory=FaultConfig)

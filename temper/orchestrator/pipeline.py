@@ -64,7 +64,12 @@ class Pipeline:
         self.ready: deque[Group] = deque(backlog or [])  # committed, not yet taken
         self.running = 0  # groups in flight
         self.taken = 0  # groups taken since the last publish (their budget is still in use)
-        self.refills = 0  # zero-variance groups dropped for the current step
+        # Zero-variance groups that may still be dropped and replaced (dynamic sampling). The groups produced
+        # under one policy version fill up to max_staleness + 1 future batches, so the credit covers that many
+        # batches' max_refills; each published step adds one batch's worth back. (A per-step counter reset at
+        # every publish, as before, let an asynchronous run spend one batch's refills on s + 1 batches: its
+        # first batches were all zero-variance groups, which the trainer drops: measured in async_bench.)
+        self.refill_credit = self._refill_cap()
         self.low_running = 0  # lower-priority (evaluation) episodes running
         self.replay = ReplayBuffer(cfg.replay, random.Random(seed)) if cfg.replay.enabled else None
         self.changed = asyncio.Condition()
@@ -75,6 +80,9 @@ class Pipeline:
         self.stopped = False  # training rollouts are over: lower-priority work no longer yields
 
     # ---- producer --------------------------------------------------------------------------
+    def _refill_cap(self) -> int:
+        return self.cfg.max_refills * (self.cfg.max_staleness + 1)
+
     def budget_left(self) -> int:
         return (self.cfg.max_staleness + 1) * self.cfg.batch_groups - (self.running + len(self.ready) + self.taken)
 
@@ -133,7 +141,7 @@ class Pipeline:
                                            for k in range(self.cfg.group_size))))
 
     async def _classify(self, sched: ScheduledGroup, group: Group, results: list[Attempt]) -> str:
-        """complete; filtered (zero variance: dynamic sampling refills it, up to max_refills a step);
+        """complete; filtered (zero variance: dynamic sampling refills it, up to max_refills per trained batch);
         failed (no trainable episode). An episode out of retries quarantines its task on the way."""
         bad = next((r for r in results if r.failure is not None), None)
         if bad is not None:  # report it; its episodes carry no loss
@@ -147,7 +155,7 @@ class Pipeline:
         rewards = group.rewards
         if not rewards:
             return "failed"
-        if self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refills < self.cfg.max_refills:
+        if self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refill_credit > 0:
             return "filtered"
         return "complete"
 
@@ -168,7 +176,7 @@ class Pipeline:
             if status == "complete":
                 self.ready.append(group)
             elif status == "filtered":
-                self.refills += 1
+                self.refill_credit -= 1
             self.changed.notify_all()
 
     @staticmethod
@@ -221,7 +229,8 @@ class Pipeline:
             for g in batch.groups:
                 self.replay.offer(g)
         async with self.changed:
-            self.version, self.taken, self.refills = version, 0, 0
+            self.version, self.taken = version, 0
+            self.refill_credit = min(self.refill_credit + self.cfg.max_refills, self._refill_cap())
             self.changed.notify_all()
 
     @contextlib.asynccontextmanager

@@ -119,6 +119,28 @@ def test_dynamic_sampling_refills_zero_variance_groups_up_to_max_refills(tmp_pat
     run(main)
 
 
+def test_an_asynchronous_window_has_refills_for_every_batch_it_fills(tmp_path: Path) -> None:
+    """At max_staleness 1 the groups started under version 0 fill two batches: the credit covers both
+    batches' refills (4 = 2 x max_refills), so neither batch is a zero-variance group. (With the old
+    per-step counter the second batch got group 2, all 1.0, which the trainer drops: async_bench.)"""
+    async def main() -> None:
+        backend = EpisodeBackend(rewards=lambda g, k: 1.0 if g < 4 else float(k == 0))
+        pipe = pipeline(tmp_path, backend, max_staleness=1, batch_groups=1, max_refills=2)
+        pipe.start()
+        first = await pipe.next_batch()
+        await until(lambda: pipe.budget_left() == 0 and pipe.running == 0)  # the next batch is ready
+        assert first.groups[0].rewards == [1.0, 0.0] and pipe.refill_credit == 0
+        assert pipe.store.group_counts()["groups_filtered"] == 4
+        await backend.push_weights({}, 1)
+        await pipe.published(1, first)
+        assert pipe.refill_credit == 2  # one batch's worth back, never more than the cap of two batches
+        second = await pipe.next_batch()
+        assert second.groups[0].rewards == [1.0, 0.0]
+        await pipe.stop()
+
+    run(main)
+
+
 def test_low_priority_runs_only_in_spent_budget_and_training_never_waits(tmp_path: Path) -> None:
     async def main() -> None:
         backend = EpisodeBackend(hold=True)
