@@ -10,11 +10,13 @@ log softmax(logits / temperature), the quantity the trainer recomputes. Each tok
 from the server's weight-version spans, so a sample generated across an update carries both.
 
 A weight update goes through vLLM's RL routes: `/pause?mode=keep` (in-flight requests stay queued),
-`/collective_rpc temper_load_weights` (temper's worker extension loads the safetensors in place),
+the load (`/collective_rpc temper_load_weights`: temper's worker extension loads the safetensors in
+place; or vLLM's NCCL weight transfer, `vllm_nccl_sync`),
 `/reset_prefix_cache?reset_running_requests=true` (no KV computed by the old weights is reused: the
 paused requests are recomputed), `/update_weight_version`, `/resume`.
 """
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temper.generation import Completion, RemoteClient, RemoteError, RequestError, SamplingParams
@@ -82,11 +84,17 @@ class VllmClient(RemoteClient):
         return out
 
     async def load_weights_from(self, folder: str, version: int) -> None:
-        """Load the safetensors in `folder` (readable by the server) into the running server as `version`.
-        In-flight requests are kept paused meanwhile and go on under the new weights."""
+        """Load the safetensors in `folder` (readable by the server) into the running server as `version`
+        (the filesystem hand-off, through temper's worker extension)."""
+        await self.update_weights(lambda: self._post("/collective_rpc", {"method": "temper_load_weights",
+                                                                         "args": [folder]}), version)
+
+    async def update_weights(self, load: Callable[[], Awaitable[Any]], version: int) -> None:
+        """vLLM's RL round trip around `load` (which puts the new weights into the server): in-flight
+        requests are kept paused meanwhile and go on under the new weights, recomputing their KV."""
         await self._post_query("/pause", {"mode": "keep"})
         try:
-            await self._post("/collective_rpc", {"method": "temper_load_weights", "args": [folder]})
+            await load()
             await self._post_query("/reset_prefix_cache", {"reset_running_requests": "true"})
             await self._post("/update_weight_version", {"new_version": str(version)})
             self.version = version

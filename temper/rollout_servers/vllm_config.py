@@ -20,7 +20,10 @@ class VllmConfig(ConfigModel):
     kv_cache_gb: int = Field(2, ge=1)  # CPU: VLLM_CPU_KVCACHE_SPACE per server (vLLM reads whole GiB)
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # GPU: vLLM's share of each device
     extra_args: list[str] = Field(default_factory=list)  # appended to every managed server's command line
-    weight_sync: Literal["filesystem"] = "filesystem"  # safetensors written once, loaded by each server
+    # filesystem: safetensors written once, loaded by each server; nccl: vLLM's NCCL weight transfer (GPU only)
+    weight_sync: Literal["filesystem", "nccl"] = "filesystem"
+    tensor_parallel_size: int = Field(1, ge=1)  # GPU workers per server (managed: --tensor-parallel-size)
+    nccl_master_address: str = "127.0.0.1"  # nccl: this trainer's address as the servers' workers reach it
     weights_dir: str | None = None  # where pushed weights go (shared by trainer and servers); default RUN/vllm/weights
     startup_timeout_s: float = Field(600.0, gt=0)
     request_timeout_s: float = Field(600.0, gt=0)

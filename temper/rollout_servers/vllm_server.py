@@ -8,6 +8,7 @@ processed (temperature-scaled) logprobs, prefix caching and temper's worker exte
     server.stop()         # SIGTERM to its process group, SIGKILL after a grace period
 """
 
+import json
 import os
 import shutil
 import signal
@@ -74,6 +75,25 @@ def log_tail(path: Path, lines: int = 6) -> str:
     return " | ".join(ln[-300:] for ln in kept) or "(empty log)"
 
 
+def server_command(model_dir: str | Path, cfg: VllmConfig, port: int, dtype: str) -> list[str]:
+    """`vllm serve`'s command line for a managed server (before the GPU/CPU flags and extra_args)."""
+    # absolute: the server runs in its log folder, where a relative model path means a Hub id
+    cmd = [str(vllm_python(cfg)), "-m", "vllm.entrypoints.openai.api_server", "--model",
+           str(Path(model_dir).resolve()),
+           "--served-model-name", cfg.served_model_name, "--host", "127.0.0.1", "--port", str(port),
+           "--dtype", dtype, "--enable-prefix-caching", "--logprobs-mode", "processed_logprobs",
+           "--enable-scale-out", "--worker-extension-cls", EXTENSION, "--disable-uvicorn-access-log"]
+    if cfg.max_model_len:
+        cmd += ["--max-model-len", str(cfg.max_model_len)]
+    if cfg.enforce_eager:
+        cmd.append("--enforce-eager")
+    if cfg.tensor_parallel_size > 1:
+        cmd += ["--tensor-parallel-size", str(cfg.tensor_parallel_size)]
+    if cfg.weight_sync == "nccl":  # the workers' side of vLLM's NCCL weight transfer
+        cmd += ["--weight-transfer-config", json.dumps({"backend": "nccl"})]
+    return cmd
+
+
 @dataclass
 class VllmServer:
     index: int
@@ -95,16 +115,7 @@ class VllmServer:
         port = free_port()
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"server-{index}.log"
-        # absolute: the server runs in its log folder, where a relative model path means a Hub id
-        cmd = [str(vllm_python(cfg)), "-m", "vllm.entrypoints.openai.api_server", "--model",
-               str(Path(model_dir).resolve()),
-               "--served-model-name", cfg.served_model_name, "--host", "127.0.0.1", "--port", str(port),
-               "--dtype", dtype, "--enable-prefix-caching", "--logprobs-mode", "processed_logprobs",
-               "--enable-scale-out", "--worker-extension-cls", EXTENSION, "--disable-uvicorn-access-log"]
-        if cfg.max_model_len:
-            cmd += ["--max-model-len", str(cfg.max_model_len)]
-        if cfg.enforce_eager:
-            cmd.append("--enforce-eager")
+        cmd = server_command(model_dir, cfg, port, dtype)
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1",  # the RL routes (/pause, /collective_rpc, ...)
                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -168,9 +179,10 @@ class VllmServer:
         self.process.poll()
 
 
-def probe(url: str, model: str | None, where: str, timeout_s: float = 30.0) -> str:
+def probe(url: str, model: str | None, where: str, timeout_s: float = 30.0, extension: bool = True) -> str:
     """Check an attached server before any work: it answers, serves `model` (None: its first model, the
-    name returned), has vLLM's RL routes, token-in/token-out generation and temper's worker extension.
+    name returned), has vLLM's RL routes, token-in/token-out generation and (`extension`: the filesystem
+    hand-off loads through it) temper's worker extension.
     Each miss is one line naming `where` and the flag that fixes it."""
     how = ("start it as docs/rollout_servers.md shows (VLLM_SERVER_DEV_MODE=1, --enable-scale-out, "
            f"--logprobs-mode processed_logprobs, --worker-extension-cls {EXTENSION})")
@@ -187,8 +199,8 @@ def probe(url: str, model: str | None, where: str, timeout_s: float = 30.0) -> s
                                                           "sampling_params": {"max_tokens": 1}})
             if r.status_code != 200:
                 raise VllmServerError(f"{where}: /inference/v1/generate answered HTTP {r.status_code}: {how}")
-            r = http.post("/collective_rpc", json={"method": "temper_weights_digest"})
-            if r.status_code != 200:
+            r = http.post("/collective_rpc", json={"method": "temper_weights_digest"}) if extension else None
+            if r is not None and r.status_code != 200:
                 raise VllmServerError(f"{where}: no temper worker extension (weights cannot be pushed): {how}")
     except httpx.HTTPError as exc:
         raise VllmServerError(f"{where}: no vLLM server answers ({type(exc).__name__}: {exc})") from None

@@ -7,7 +7,9 @@ server (the pipeline sends a group to one worker), so they share its prefix cach
 
 After each trainer step the weights are written once as safetensors under `weights_dir` and every
 live server loads them in place (pause with requests kept, load, drop the prefix cache, tag the
-version, resume); the latency per server goes into metrics.jsonl (`weight_update_ms/server<i>`).
+version, resume); with `weight_sync: nccl` (GPU) they are broadcast into each server by vLLM's NCCL
+weight transfer instead (`vllm_nccl_sync`). The latency per server goes into metrics.jsonl
+(`weight_update_ms/server<i>`).
 
 A server that dies or stops answering (its process exits, or /health misses twice in a row; a health
 check runs every health_interval_s) is marked down: the episodes in flight on it end at once as
@@ -21,6 +23,7 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,9 @@ class VllmBackend:
         from temper.models import Tokenizer, resolve_model
 
         self.cfg = cfg
+        if cfg.weight_sync == "nccl":  # before any server starts: a CPU machine cannot run it
+            from temper.rollout_servers.vllm_nccl_sync import require_nccl
+            require_nccl()
         folder = resolve_model(model)
         tokenizer = Tokenizer.from_folder(folder)
         root = Path(run_dir) if run_dir is not None else Path.cwd() / "vllm"
@@ -56,7 +62,8 @@ class VllmBackend:
         if cfg.urls:
             urls, name = [u.rstrip("/").removesuffix("/v1") for u in cfg.urls], cfg.model
             for i, url in enumerate(urls):  # before any work: a wrong URL is one line, not a run of failures
-                name = probe(url, name, f"orchestrator.vllm.urls[{i}]: {url}", cfg.health_timeout_s * 6)
+                name = probe(url, name, f"orchestrator.vllm.urls[{i}]: {url}", cfg.health_timeout_s * 6,
+                             extension=cfg.weight_sync == "filesystem")
         else:
             urls, name = self._start_servers(folder, root / "vllm", dtype), cfg.served_model_name
         try:  # a failure from here on must not leave the servers just started running
@@ -66,6 +73,7 @@ class VllmBackend:
             self._stop_servers()
             raise
         self.clients = [VllmClient(url, name, tokenizer, cfg.request_timeout_s) for url in urls]
+        self.nccl = nccl_syncs(self.clients, cfg) if cfg.weight_sync == "nccl" else None
         self.workers = [RolloutWorker(Policy(c, tokenizer, sandboxes=self.pool, name=f"{name} @ {c.base}"), suites,
                                       spec.salted(i)) for i, c in enumerate(self.clients)]
         self.num_workers = len(self.workers)
@@ -193,22 +201,30 @@ class VllmBackend:
 
     # ---- weights ----------------------------------------------------------------------------
     async def push_weights(self, state: dict, version: int) -> None:
-        """Write the weights once, then load them into every live server (in parallel)."""
+        """Write the weights once, then load them into every live server (in parallel); with
+        weight_sync: nccl, broadcast them into each live server instead."""
+        if self.nccl is not None:
+            live = [i for i in range(self.num_workers) if i not in self.down]
+            await asyncio.gather(*(self._load(i, lambda i=i: self.nccl[i].push(state, version), version)
+                                   for i in live))
+            self._live(0)
+            return
         folder = self.weights_dir / f"v{version}"
         start = time.perf_counter()
         await asyncio.to_thread(write_safetensors, state, folder)
         self.write_ms = (time.perf_counter() - start) * 1000
         live = [i for i in range(self.num_workers) if i not in self.down]
         try:
-            await asyncio.gather(*(self._load(i, str(folder), version) for i in live))
+            await asyncio.gather(*(self._load(i, lambda i=i: self.clients[i].load_weights_from(str(folder), version),
+                                              version) for i in live))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         self._live(0)  # raises when the update found every server down
 
-    async def _load(self, i: int, folder: str, version: int) -> None:
+    async def _load(self, i: int, load: Callable[[], Awaitable[None]], version: int) -> None:
+        """`load` (the weights into server i) while its worker holds no request half-way; its latency."""
         start = time.perf_counter()
-        done = await self._unless_down(i, self.workers[i].client.while_held(
-            lambda: self.clients[i].load_weights_from(folder, version)))
+        done = await self._unless_down(i, self.workers[i].client.while_held(load))
         if done.cancelled():  # it went down meanwhile
             return
         try:
@@ -239,12 +255,21 @@ class VllmBackend:
             self._monitor.cancel()
         if self.pool is not None:
             self.pool.close()
+        for sync in self.nccl or []:
+            sync.close()
         self._stop_servers()
         shutil.rmtree(self.weights_dir, ignore_errors=True)
 
     def _stop_servers(self) -> None:
         for s in self.servers:
             s.stop()
+
+
+def nccl_syncs(clients: list[VllmClient], cfg: VllmConfig) -> list[Any]:
+    from temper.rollout_servers.vllm_nccl_sync import NcclWeightSync
+
+    return [NcclWeightSync(c, cfg.tensor_parallel_size, cfg.nccl_master_address, cfg.request_timeout_s)
+            for c in clients]
 
 
 def write_safetensors(state: dict, folder: Path) -> None:
