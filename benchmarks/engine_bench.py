@@ -30,6 +30,7 @@ from engine_texts import CODE, DECLARATION, TALE
 from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
 from temper.engine.kv_cache import kv_bytes_per_token
 from temper.generation import SamplingParams
+from temper.malloc import use_fast_allocator
 from temper.models import load_model
 
 SYSTEM_PROMPT = (
@@ -482,6 +483,7 @@ def section_roofline(args, lm) -> dict:
 
 
 def main() -> None:
+    use_fast_allocator()  # re-executes this script on tcmalloc (as vLLM's peer runs) where it is installed
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=2, help="torch threads, the same for every system")

@@ -29,11 +29,12 @@ from engine_bench import rollout_prompts
 
 from temper.engine import EngineConfig, LLMEngine
 from temper.generation import SamplingParams
+from temper.malloc import use_fast_allocator
 from temper.models import load_model
 
 # aten op -> category (first match on a prefix); anything else is "other"
 CATEGORIES = [
-    ("linear", ("aten::addmm", "aten::mm", "aten::linear")),
+    ("linear", ("aten::addmm", "aten::mm", "aten::linear", "mkl::_mkl_linear")),
     ("attention", ("aten::matmul", "aten::bmm", "aten::_softmax", "aten::softmax", "aten::scaled_dot_product",
                    "aten::_scaled_dot_product", "aten::amax", "aten::exp", "aten::baddbmm")),
     ("copies/indexing", ("aten::copy_", "aten::index", "aten::index_put", "aten::cat", "aten::clone",
@@ -119,7 +120,7 @@ def ops(engine: LLMEngine, steps: int) -> tuple[dict[str, float], list[tuple[str
     by_cat: dict[str, float] = defaultdict(float)
     top = []
     for ev in prof.key_averages():
-        if not ev.key.startswith("aten::"):
+        if not ev.key.startswith(("aten::", "mkl::")):
             continue
         ms = ev.self_cpu_time_total / 1e3 / steps
         by_cat[category(ev.key)] += ms
@@ -129,6 +130,7 @@ def ops(engine: LLMEngine, steps: int) -> tuple[dict[str, float], list[tuple[str
 
 
 def main() -> None:
+    use_fast_allocator()  # re-executes this script on tcmalloc (as vLLM's peer runs) where it is installed
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=2)

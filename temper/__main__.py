@@ -1,3 +1,3 @@
-from temper.cli.main import main
+from temper.cli.entry import main
 
 main()

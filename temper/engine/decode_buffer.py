@@ -75,9 +75,10 @@ class DecodeBuffer:
         shape = (self.cfg.num_hidden_layers, s, self.cfg.num_key_value_heads, c, self.cfg.head_dim)
         # Zeros, never uninitialised memory: masked slots are still multiplied (0 * NaN = NaN).
         k, v = lazy_zeros(shape, torch.float32), lazy_zeros(shape, torch.float32)
-        if self.k is not None:  # rows held so far stay valid
-            k[:, :have_s, :, :have_c] = self.k
-            v[:, :have_s, :, :have_c] = self.v
+        if self.k is not None:  # rows held so far stay valid; only their used length is copied (not zeros)
+            used = min(have_c, max((held for _, _, held in self.state.values()), default=0))
+            k[:, :have_s, :, :used] = self.k[:, :, :, :used]
+            v[:, :have_s, :, :used] = self.v[:, :, :, :used]
         self.k, self.v = k, v
         return True
 

@@ -30,6 +30,8 @@ class LLMEngine:
         """`draft_model`: a built draft for speculative.method='draft' (instead of a name in the config)."""
         self.config = config = config or EngineConfig()
         self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
+        # one GEMM for q/k/v and one for gate/up, on packed weights (the parameters stay the same objects)
+        model.fuse_projections(pack=config.packed_weights)
         mcfg = model.config
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
         self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)

@@ -1,0 +1,93 @@
+"""`LlamaForCausalLM.fuse_projections`: one GEMM for q/k/v and gate/up, optionally on MKL's packed
+weights, at inference only; the parameters stay the objects optimizers and weight loads hold."""
+
+import copy
+
+import pytest
+import torch
+
+from temper.models import LlamaForCausalLM, ModelConfig
+
+
+def tiny(seed: int = 0, **kw) -> LlamaForCausalLM:
+    cfg = ModelConfig(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
+                      eos_token_id=None, **kw)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" not in name:
+                p.normal_(0, 0.1)
+    return model.eval()
+
+
+def logits(model: LlamaForCausalLM, ids: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return model.logits(ids)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_inference_equals_the_separate_projections(pack: bool, bias: bool):
+    model = tiny(attention_bias=bias)
+    ids = torch.randint(0, 256, (3, 17))
+    want = logits(model, ids)
+    params = {name: id(p) for name, p in model.named_parameters()}
+    keys = list(model.state_dict())
+    model.fuse_projections(pack=pack)
+    a, m = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    assert {name: id(p) for name, p in model.named_parameters()} == params  # the same Parameter objects
+    assert list(model.state_dict()) == keys
+    assert a.q_proj.weight.data_ptr() == a.qkv.weight.data_ptr()  # q/k/v are views of one matrix
+    assert m.up_proj.weight.data_ptr() == m.gate_up.weight.data_ptr() + m.gate_proj.weight.numel() * 4
+    with torch.inference_mode():
+        assert a.qkv.usable() and m.gate_up.usable()
+    torch.testing.assert_close(logits(model, ids), want, atol=1e-5, rtol=1e-5)
+    if pack:
+        assert a.qkv._packed is not None and model.head is not None and model.head._packed is not None
+
+
+def test_in_place_changes_reach_the_fused_and_packed_weights():
+    """An optimizer step (training runs the separate projections, grads on the parameters) and an
+    in-place copy both show in the next fused inference: the packed copy is rebuilt."""
+    model = tiny()
+    model.fuse_projections(pack=True)
+    ids = torch.randint(0, 256, (2, 9))
+    before = logits(model, ids)
+    packed = model.model.layers[0].self_attn.qkv._packed
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    loss = model.logits(ids).logsumexp(-1).mean()
+    loss.backward()
+    assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
+    opt.step()
+    model.eval()
+    reference = tiny()
+    reference.load_state_dict(model.state_dict())
+    after = logits(model, ids)
+    assert not torch.allclose(after, before)
+    torch.testing.assert_close(after, logits(reference, ids), atol=1e-5, rtol=1e-5)
+    assert model.model.layers[0].self_attn.qkv._packed is not packed  # repacked
+    with torch.no_grad():
+        model.model.layers[1].mlp.up_proj.weight.mul_(-1.0)  # as LLMEngine.load_weights copies, in place
+        reference.model.layers[1].mlp.up_proj.weight.mul_(-1.0)
+    torch.testing.assert_close(logits(model, ids), logits(reference, ids), atol=1e-5, rtol=1e-5)
+
+
+def test_a_copied_or_moved_model_falls_back_to_the_separate_projections():
+    model = tiny()
+    model.fuse_projections(pack=True)
+    ids = torch.randint(0, 256, (1, 7))
+    logits(model, ids)  # packed now: MKL's packed layout cannot be copied, the copy gets no fused view
+    moved = copy.deepcopy(model)
+    assert moved.model.layers[0].self_attn.qkv is None and moved.head is None
+    torch.testing.assert_close(logits(moved, ids), logits(model, ids), atol=1e-5, rtol=1e-5)
+    model.to(torch.float64)  # new storage: the fused matrices no longer back the parameters
+    with torch.inference_mode():
+        assert not model.model.layers[0].self_attn.qkv.usable()
+        got = model.logits(ids)
+    torch.testing.assert_close(got.float(), logits(moved, ids), atol=1e-4, rtol=1e-4)
+    model.fuse_projections(pack=True)  # fused again on the new storage; float64 is not packed
+    with torch.inference_mode():
+        assert model.model.layers[0].self_attn.qkv.usable() and not model.model.layers[0].self_attn.qkv.pack
