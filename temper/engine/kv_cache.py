@@ -10,6 +10,9 @@ channels that would otherwise take the whole int8 range. Attention is unchanged 
 get the same rotation (q.Hk = Hq.k) and outputs the inverse one (H is its own inverse).
 """
 
+import math
+import mmap
+
 import numpy as np
 import torch
 
@@ -27,11 +30,14 @@ def hadamard(n: int) -> torch.Tensor:
 
 
 def lazy_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """Zeros from calloc: the OS maps zero pages on first touch, so an unused budget costs no memory
-    (torch.zeros writes every byte). Zeros matter: masked slots are still multiplied (0 * NaN = NaN)."""
+    """Zeros in an anonymous memory map: the OS maps zero pages on first touch, so an unused budget
+    costs no memory (torch.zeros writes every byte, and so does calloc under tcmalloc, which temper's
+    commands run on). Zeros matter: masked slots are still multiplied (0 * NaN = NaN). The map is
+    unmapped when the tensor is freed."""
     size = torch.empty(0, dtype=dtype).element_size()
-    raw = np.zeros((*shape[:-1], shape[-1] * size), dtype=np.uint8)
-    return torch.from_numpy(raw).view(dtype)
+    nbytes = math.prod(shape) * size
+    raw = np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8, count=nbytes)
+    return torch.from_numpy(raw.reshape(*shape[:-1], shape[-1] * size)).view(dtype)
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}

@@ -74,17 +74,22 @@ class Sampler:
         scaled = logits
         if any(t != 1.0 for t in temps):
             scaled = scaled / torch.tensor(temps, dtype=torch.float32)[:, None]
-        lse = torch.logsumexp(scaled, dim=-1, keepdim=True)
         tokens = [0] * len(seqs)
         greedy = [i for i, s in enumerate(seqs) if s.params.greedy and not _penalized(s)]
+        plain = [i for i, s in enumerate(seqs) if not s.params.greedy and _plain(s)]
+        if plain:  # one exp pass serves both the normaliser and plain sampling (its weights, unnormalised)
+            peak = scaled.amax(-1, keepdim=True)
+            weights = (scaled - peak).exp_()
+            lse = peak + weights.sum(-1, keepdim=True).log_()
+        else:
+            lse = torch.logsumexp(scaled, dim=-1, keepdim=True)
         if greedy:
             for i, t in zip(greedy, scaled[greedy].argmax(-1).tolist(), strict=True):
                 tokens[i] = t
-        # Plain sampling (no penalty, no truncation) shares the softmax already computed above.
-        plain = [i for i, s in enumerate(seqs) if not s.params.greedy and _plain(s)]
+        # Plain sampling (no penalty, no truncation) draws from the weights computed above: inverse_cdf
+        # scales its uniform by each row's total, so they need no normalising.
         if plain:
-            pick = slice(None) if len(plain) == len(seqs) else plain  # all rows: no copy
-            probs = (scaled[pick] - lse[pick]).exp_()
+            probs = weights if len(plain) == len(seqs) else weights[plain]  # all rows: no copy
             u = torch.cat([torch.rand(1, generator=seqs[i].generator, dtype=torch.float64) for i in plain])
             for i, t in zip(plain, inverse_cdf(probs, u).tolist(), strict=True):
                 tokens[i] = t

@@ -28,6 +28,9 @@ class FusedLinear:
     (each Parameter keeps its own version counter, bumped by every in-place write to it)."""
 
     PACK_ROWS = 64  # the row count MKL's packing is tuned for (any count runs on it)
+    # Rows for which the packed GEMM is used: one row is a matrix-vector product (memory-bound, and
+    # plain sgemv was as fast), long prefill chunks ran faster on plain sgemm (measured, 2 threads).
+    PACKED_ROWS = range(2, 257)
 
     def __init__(self, linears: list[nn.Linear], pack: bool = False):
         self.linears, self.sizes = linears, [lin.out_features for lin in linears]
@@ -62,7 +65,7 @@ class FusedLinear:
         return not torch.is_grad_enabled() and self._ptrs() == self.ptrs
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        if self.pack:
+        if self.pack and x.numel() // x.shape[-1] in self.PACKED_ROWS:
             w = self.weight
             version = sum(lin.weight._version for lin in self.linears) + w._version
             if self._packed_version != version:
@@ -98,6 +101,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # one fused op, bit-identical to the lines below in fp32
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         dtype = x.dtype
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)

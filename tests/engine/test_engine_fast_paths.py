@@ -1,0 +1,63 @@
+"""The engine's speed paths (fused q/k/v and gate/up, MKL's packed weights: `EngineConfig.packed_weights`)
+change no output: seeded sampling and greedy decoding give the same tokens with and without them,
+weight loads reach them, and they really ran."""
+
+import copy
+
+import torch
+from engine_helpers import random_prompts, tiny_pair
+
+from temper.engine import EngineConfig, LLMEngine
+from temper.generation import SamplingParams
+
+
+def engines(**kw) -> tuple[LLMEngine, LLMEngine]:
+    model = tiny_pair(seed=3)[0]
+    fast = LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, packed_weights=True, **kw))
+    plain = LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, packed_weights=False, **kw))
+    return fast, plain
+
+
+def test_seeded_sampling_and_greedy_are_the_same_with_and_without_packed_weights():
+    fast, plain = engines()
+    prompts = random_prompts([40, 7, 90], 512, seed=5)
+    for params in (SamplingParams(temperature=1.0, max_tokens=24, n=4, seed=11),
+                   SamplingParams(temperature=0.7, top_p=0.9, max_tokens=24, n=2, seed=12),
+                   SamplingParams(temperature=0, max_tokens=24)):
+        a, b = fast.generate(prompts, params), plain.generate(prompts, params)
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4, rtol=1e-4)
+    layer = fast.model.model.layers[0]
+    assert layer.self_attn.qkv.pack and layer.self_attn.qkv._packed is not None  # the packed GEMM ran
+    assert layer.mlp.gate_up._packed is not None and fast.model.head._packed is not None
+    assert not plain.model.model.layers[0].self_attn.qkv.pack
+
+
+def test_a_weight_load_reaches_the_packed_weights():
+    fast, plain = engines()
+    prompt = random_prompts([60], 512, seed=6)[0]
+    greedy = SamplingParams(temperature=0, max_tokens=12)
+    before = fast.generate([prompt], greedy)[0].token_ids
+    packed = fast.model.model.layers[1].mlp.gate_up._packed
+    torch.manual_seed(1)
+    new = {k: v + 0.05 * torch.randn_like(v) for k, v in fast.model.state_dict().items() if "norm" not in k}
+    fast.load_weights(new, version=1)
+    plain.load_weights(new, version=1)
+    after = fast.generate([prompt], greedy)[0]
+    assert after.token_ids == plain.generate([prompt], greedy)[0].token_ids != before
+    assert after.versions == [1] * 12
+    assert fast.model.model.layers[1].mlp.gate_up._packed is not packed  # repacked, not stale
+
+
+def test_int8_kv_prefix_caching_and_speculation_on_the_packed_weights():
+    from temper.engine import SpeculativeConfig
+
+    fast, plain = engines(kv_dtype="int8", speculative=SpeculativeConfig(method="ngram"))
+    text = random_prompts([24], 512, seed=7)[0]
+    prompt = text * 4  # repeats: n-gram drafts get accepted
+    greedy = SamplingParams(temperature=0, max_tokens=32)
+    first = fast.generate([prompt], greedy)[0]
+    again = fast.generate([prompt], greedy)[0]
+    assert first.token_ids == again.token_ids == plain.generate([prompt], greedy)[0].token_ids
+    assert again.num_cached_prompt_tokens > 0 and fast.stats["accepted_tokens"] > 0
