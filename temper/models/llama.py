@@ -88,8 +88,9 @@ def packable(w: torch.Tensor) -> bool:
 
 
 def project(fused: FusedLinear | None, linears: tuple[nn.Linear, ...], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The linears' outputs: one fused GEMM when fused and usable, else one call each."""
-    if fused is not None and fused.usable():
+    """The linears' outputs: one fused GEMM when fused and usable, else one call each (also when a
+    projection was swapped since, e.g. for a LoRA wrapper: the fused matrix would skip it)."""
+    if fused is not None and fused.usable() and all(a is b for a, b in zip(fused.linears, linears, strict=True)):
         return fused(x)
     return tuple(lin(x) for lin in linears)
 
@@ -214,7 +215,9 @@ class LlamaForCausalLM(nn.Module):
     def fuse_projections(self, pack: bool = False) -> None:
         """One GEMM for q/k/v and one for gate/up at inference, and with `pack` every linear layer and
         the head on MKL's packed weights (see the module docstring). Idempotent."""
-        def fused(current: FusedLinear | None, linears: list[nn.Linear]) -> FusedLinear:
+        def fused(current: FusedLinear | None, linears: list[nn.Linear]) -> FusedLinear | None:
+            if any(type(lin) is not nn.Linear for lin in linears):  # e.g. LoRA wrappers: run as they are
+                return None
             if current is None or current.ptrs != current._ptrs() or current.pack != (pack and packable(
                     linears[0].weight)):
                 return FusedLinear(linears, pack)

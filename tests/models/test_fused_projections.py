@@ -91,3 +91,23 @@ def test_a_copied_or_moved_model_falls_back_to_the_separate_projections():
     model.fuse_projections(pack=True)  # fused again on the new storage; float64 is not packed
     with torch.inference_mode():
         assert model.model.layers[0].self_attn.qkv.usable() and not model.model.layers[0].self_attn.qkv.pack
+
+
+def test_lora_wrapped_projections_are_not_fused_over():
+    """A projection swapped for a LoRA wrapper (before or after fusing) runs as the wrapper computes it."""
+    from temper.rl.lora import apply_lora
+
+    ids = torch.randint(0, 256, (1, 9))
+    for fuse_first in (True, False):
+        model = tiny()
+        if fuse_first:
+            model.fuse_projections(pack=True)
+        apply_lora(model, rank=4)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.5)  # a non-zero adapter: fusing over it would change the output
+        want = logits(copy.deepcopy(model), ids)  # a copy runs unfused
+        model.fuse_projections(pack=True)
+        assert model.model.layers[0].self_attn.qkv is None and model.model.layers[0].mlp.gate_up is not None
+        torch.testing.assert_close(logits(model, ids), want, atol=1e-5, rtol=1e-5)
