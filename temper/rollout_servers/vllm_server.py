@@ -205,8 +205,7 @@ def probe(url: str, model: str | None, where: str, timeout_s: float = 30.0, exte
                                                           "sampling_params": {"max_tokens": 1}})
             if r.status_code != 200:
                 raise VllmServerError(f"{where}: /inference/v1/generate answered HTTP {r.status_code}: {how}")
-            r = http.post("/collective_rpc", json={"method": "temper_weights_digest"}) if extension else None
-            if r is not None and r.status_code != 200:
+            if extension and http.post("/collective_rpc", json={"method": "temper_weights_digest"}).status_code != 200:
                 raise VllmServerError(f"{where}: no temper worker extension (weights cannot be pushed): {how}")
     except httpx.HTTPError as exc:
         raise VllmServerError(f"{where}: no vLLM server answers ({type(exc).__name__}: {exc})") from None

@@ -203,22 +203,21 @@ class VllmBackend:
     async def push_weights(self, state: dict, version: int) -> None:
         """Write the weights once, then load them into every live server (in parallel); with
         weight_sync: nccl, broadcast them into each live server instead."""
-        if self.nccl is not None:
-            live = [i for i in range(self.num_workers) if i not in self.down]
-            await asyncio.gather(*(self._load(i, lambda i=i: self.nccl[i].push(state, version), version)
-                                   for i in live))
-            self._live(0)
-            return
-        folder = self.weights_dir / f"v{version}"
-        start = time.perf_counter()
-        await asyncio.to_thread(write_safetensors, state, folder)
-        self.write_ms = (time.perf_counter() - start) * 1000
         live = [i for i in range(self.num_workers) if i not in self.down]
+        folder = None
+        if self.nccl is not None:
+            loads = {i: lambda i=i: self.nccl[i].push(state, version) for i in live}
+        else:
+            folder = self.weights_dir / f"v{version}"
+            start = time.perf_counter()
+            await asyncio.to_thread(write_safetensors, state, folder)
+            self.write_ms = (time.perf_counter() - start) * 1000
+            loads = {i: lambda i=i: self.clients[i].load_weights_from(str(folder), version) for i in live}
         try:
-            await asyncio.gather(*(self._load(i, lambda i=i: self.clients[i].load_weights_from(str(folder), version),
-                                              version) for i in live))
+            await asyncio.gather(*(self._load(i, loads[i], version) for i in live))
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
         self._live(0)  # raises when the update found every server down
 
     async def _load(self, i: int, load: Callable[[], Awaitable[None]], version: int) -> None:
