@@ -158,8 +158,8 @@ class VllmPeer:
     def __init__(self, model_path: Path, threads: int, eager: bool = False):
         from temper.rollout_servers.vllm_server import cpu_env
 
-        cmd = [str(VLLM_PYTHON), str(Path(__file__).with_name("vllm_peer.py")), "--model", str(model_path),
-               "--threads", str(threads)] + (["--enforce-eager"] if eager else [])
+        cmd = [str(VLLM_PYTHON), str(Path(__file__).with_name("vllm_peer.py")), "--model", str(model_path)] + \
+            (["--enforce-eager"] if eager else [])  # its threads: OMP_NUM_THREADS and the core binding below
         cores = sorted(os.sched_getaffinity(0))[:threads]
         env = {**os.environ, **cpu_env(VLLM_PYTHON, 2, f"{cores[0]}-{cores[-1]}"), "OMP_NUM_THREADS": str(threads)}
         self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / "engine_bench_vllm.log", "w")  # noqa: SIM115

