@@ -164,16 +164,20 @@ class SupervisorHandle:
             # died between calls (nothing of the sandbox runs then): from outside, unless a call saw it break
             raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts",
                                  by_agent=self.broken_by_agent)
-        refused = False
+        refused = timed_out = False
         try:
             wire.send(proc.stdin, meta, blob)
             ready, _, _ = select.select([proc.stdout], [], [], timeout)
-            msg = wire.recv(proc.stdout) if ready else None
+            timed_out = not ready
+            msg = None if timed_out else wire.recv(proc.stdout)
         except ValueError:  # a frame the protocol forbids (e.g. an oversized header)
             msg, refused = None, True
         except (BrokenPipeError, OSError):
             msg = None
         if msg is None:
+            if not (refused or timed_out):  # its pipe closed: it is exiting, but is reaped a moment after
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=2)
             silent = proc.poll() is None
             why = "sent a reply it may not" if refused else "did not answer in time" if silent else "exited"
             self.broken_by_agent = not init and self._broken_by_contents(meta["op"], refused or silent)
