@@ -39,6 +39,7 @@ def train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
 async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     from temper.models import load_model
     from temper.rl import Trainer
+    from temper.rl.trainer_group import TrainerGroup
 
     t0 = time.monotonic()
     apply_runtime(cfg.runtime)
@@ -49,16 +50,21 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     store = Store(run.store)
     committed, ckpt = store.last_committed_step()
     loaded = load_model(cfg.model)
-    trainer = Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id)
+    ranks = cfg.algorithm.trainer.world_size  # > 1: FSDP2 ranks in processes of their own (trainer_group.py)
+    trainer = (Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id) if ranks == 1 else
+               TrainerGroup(cfg.model, cfg.algorithm, ranks, run.path / "trainer", threads=cfg.runtime.threads,
+                            seed=cfg.runtime.seed))
     scheduler = TaskScheduler.build(list(zip(cfg.suites, suites, strict=True)), cfg.orchestrator.curriculum,
                                     cfg.runtime.seed, exclude={t.id for t in eval_tasks})
+    ranks_seen = {"trainer_world_size": ranks, "trainer_pids": trainer.pids}
     if ckpt is not None:  # resume: the checkpoint the store last committed, then undo what came after it
         trainer.load_checkpoint(run.checkpoints / ckpt)
         scheduler.load_state_dict(trainer.data_cursor["scheduler"])
-        run.audit("resume", step=committed, checkpoint=ckpt, **store.recover(committed), **writer_identity())
+        run.audit("resume", step=committed, checkpoint=ckpt, **store.recover(committed), **writer_identity(),
+                  **ranks_seen)
     else:
         store.recover(0)
-        run.audit("start", config=cfg.model_dump(mode="json"), **writer_identity())
+        run.audit("start", config=cfg.model_dump(mode="json"), **writer_identity(), **ranks_seen)
     backlog = [Group(g, store.group(g)) for g in store.complete_groups()]
     specs = [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else [])
     trackers = Trackers(cfg.logging, run.path, cfg.model_dump(mode="json"))  # a missing package fails here
@@ -72,8 +78,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     trainer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
     loop = asyncio.get_running_loop()
     try:
-        dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
-        backend = make_backend(cfg, specs, str(run.path / "sandbox"), run_dir=run.path, dtype=dtype)
+        backend = make_backend(cfg, specs, str(run.path / "sandbox"), run_dir=run.path, dtype=trainer.dtype)
         with progress:
             if ckpt is not None or getattr(backend, "attached", False):  # a server may hold any weights
                 await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
@@ -131,6 +136,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
         if backend is not None:
             backend.close()
         trainer_thread.shutdown(wait=True)
+        trainer.close()
         trackers.close()
         store.close()
     return summary

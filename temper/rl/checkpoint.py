@@ -4,13 +4,19 @@
     model/        Hugging Face folder of the policy (LoRA merged): what the engine or `serve` loads
     trainer.pt    optimizer, LR scheduler, RNG states, step, policy version, data cursor, baseline,
                   value head, LoRA adapters (unmerged: resuming needs them apart from the base)
-    meta.json     step, version, metrics (written last)
+    meta.json     step, version, metrics (written last); world_size when written by FSDP ranks
 <root>/latest     the name of the newest complete checkpoint
+
+Written by N FSDP ranks (`algorithm.trainer.world_size`), trainer.pt is replaced by
+    dcp/          torch.distributed.checkpoint: model + optimizer shards, one __<rank>_0.distcp per rank, and
+                  `trainer` (the rest of what trainer.pt holds, one blob); .metadata lets any world size load it
+model/ is the same full HF folder in both layouts (rank 0 writes it from the gathered weights).
 
 A checkpoint is written into a hidden temporary folder and renamed into place, so a crash leaves
 either the previous state or the complete new one; folders without meta.json are never loaded.
 """
 
+import io
 import json
 import os
 import random
@@ -28,6 +34,7 @@ from temper.rl import distributed as dist
 from temper.rl.lora import has_lora
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
+SHARDS = "dcp"  # the sharded layout's folder (torch.distributed.checkpoint)
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -37,52 +44,65 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(f.fileno())
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
 
 
-def _optimizer_state(trainer) -> dict[str, Any]:
-    if dist.is_distributed():
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+def _trainer_state(trainer, rng: dict[str, Any] | None) -> dict[str, Any]:
+    """Everything but the model and optimizer tensors (the same in both layouts)."""
+    return {
+        "scheduler": trainer.lr_scheduler.state_dict(),
+        "rng": rng if rng is not None else rng_state(),
+        "step": trainer.step_count,
+        "policy_version": trainer.policy_version,
+        "data_cursor": trainer.data_cursor,
+        "baseline": trainer.baseline.state_dict(),
+        "value_head": trainer.critic.state_dict() if trainer.critic is not None else None,
+        "lora": {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
+        if has_lora(trainer.model) else None,
+    }
 
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_optimizer_state_dict(trainer.model, trainer.optimizer, options=opts)
-    return trainer.optimizer.state_dict()
+
+def _set_trainer_state(trainer, state: dict[str, Any]) -> None:
+    trainer.lr_scheduler.load_state_dict(state["scheduler"])
+    if trainer.critic is not None and state["value_head"] is not None:
+        trainer.critic.load_state_dict(state["value_head"])
+    trainer.baseline.load_state_dict(state["baseline"])
+    trainer.step_count = state["step"]
+    trainer.policy_version = state["policy_version"]
+    trainer.data_cursor = state["data_cursor"]
 
 
-def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], tokenizer: Any = None) -> Path:
+def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], tokenizer: Any = None,
+                            rng: dict[str, Any] | None = None) -> Path:
+    """One process: trainer.pt holds the optimizer; FSDP ranks: dcp/ holds model + optimizer shards (every rank
+    writes its own). `rng`: the RNG state to record (None: this process's; a rank records its driver's)."""
     from temper.models.loading import save_model
 
     name = f"step_{trainer.step_count:06d}"
     policy = trainer.policy_state_dict()  # collective under FSDP: every rank calls it
-    optim = _optimizer_state(trainer)
     final = root / name
+    tmp = root / f".tmp-{name}-{os.getpid()}"
     if dist.rank() == 0:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".tmp-{name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+    state = _trainer_state(trainer, rng)
+    if dist.is_distributed():
+        tmp = _save_shards(trainer, tmp, state)
+    if dist.rank() == 0:
         # what save_model needs of a model (config + state_dict), for a state dict we already hold
         save_model(SimpleNamespace(config=trainer.model.config, state_dict=lambda: policy), tokenizer, tmp / "model")
-        state = {
-            "optimizer": optim,
-            "scheduler": trainer.lr_scheduler.state_dict(),
-            "rng": _rng_state(),
-            "step": trainer.step_count,
-            "policy_version": trainer.policy_version,
-            "data_cursor": trainer.data_cursor,
-            "baseline": trainer.baseline.state_dict(),
-            "value_head": trainer.critic.state_dict() if trainer.critic is not None else None,
-            "lora": {k: v for k, v in trainer.model.state_dict().items() if "lora_" in k}
-            if has_lora(trainer.model) else None,
-        }
-        torch.save(state, tmp / "trainer.pt")
+        if not dist.is_distributed():
+            torch.save({**state, "optimizer": trainer.optimizer.state_dict()}, tmp / "trainer.pt")
         meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": metrics}
+        if dist.is_distributed():
+            meta["world_size"] = dist.world_size()
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         _fsync_tree(tmp)
         if final.exists():  # re-saving the same step: move the old one aside first
@@ -97,6 +117,36 @@ def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], toke
     if dist.is_distributed():
         torch.distributed.barrier()
     return final
+
+
+def _save_shards(trainer, tmp: Path, state: dict[str, Any]) -> Path:
+    """DCP save into rank 0's temporary folder: each rank writes its shards of model and optimizer
+    (__<rank>_0.distcp), rank 0 the metadata and the trainer state (one pickled blob)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    box = [str(tmp)]
+    torch.distributed.broadcast_object_list(box, src=0)  # every rank writes into rank 0's folder
+    tmp = Path(box[0])
+    model, optim = get_state_dict(trainer.model, trainer.optimizer)
+    blob = io.BytesIO()
+    torch.save(state, blob)
+    dcp.save({"model": model, "optim": optim, "trainer": blob}, checkpoint_id=str(tmp / SHARDS))
+    return tmp
+
+
+def _load_shards(trainer, ckpt: Path) -> dict[str, Any]:
+    """DCP load, resharded to this run's ranks (or one process); returns the trainer state."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model, optim = get_state_dict(trainer.model, trainer.optimizer)  # the layout to load into
+    target = {"model": model, "optim": optim, "trainer": io.BytesIO()}
+    dcp.load(target, checkpoint_id=str(ckpt / SHARDS))
+    set_state_dict(trainer.model, trainer.optimizer, model_state_dict=target["model"],
+                   optim_state_dict=target["optim"])
+    target["trainer"].seek(0)
+    return torch.load(target["trainer"], weights_only=False)
 
 
 def list_checkpoints(root: Path) -> list[Path]:
@@ -142,10 +192,19 @@ def resolve_checkpoint(path: Path) -> Path:
     return ckpts[-1]
 
 
-def load_trainer_checkpoint(trainer, path: Path) -> Path:
+def load_trainer_checkpoint(trainer, path: Path) -> tuple[Path, dict[str, Any]]:
+    """Load either layout into this trainer (one process or FSDP ranks); returns the checkpoint and the RNG
+    state it recorded (already applied to this process)."""
     from temper.models.checkpoint import load_state_dict
 
     ckpt = resolve_checkpoint(path)
+    if (ckpt / SHARDS).is_dir():
+        state = _load_shards(trainer, ckpt)
+        if state["lora"] is not None:
+            trainer.model.load_state_dict(state["lora"], strict=False)
+        _set_trainer_state(trainer, state)
+        set_rng_state(state["rng"])
+        return ckpt, state["rng"]
     state = torch.load(ckpt / "trainer.pt", weights_only=False)
     if state["lora"] is not None:
         trainer.model.load_state_dict(state["lora"], strict=False)
@@ -169,12 +228,6 @@ def load_trainer_checkpoint(trainer, path: Path) -> Path:
                                  options=StateDictOptions(full_state_dict=True))
     else:
         trainer.optimizer.load_state_dict(state["optimizer"])
-    trainer.lr_scheduler.load_state_dict(state["scheduler"])
-    if trainer.critic is not None and state["value_head"] is not None:
-        trainer.critic.load_state_dict(state["value_head"])
-    trainer.baseline.load_state_dict(state["baseline"])
-    trainer.step_count = state["step"]
-    trainer.policy_version = state["policy_version"]
-    trainer.data_cursor = state["data_cursor"]
-    _set_rng_state(state["rng"])
-    return ckpt
+    _set_trainer_state(trainer, state)
+    set_rng_state(state["rng"])
+    return ckpt, state["rng"]

@@ -76,6 +76,8 @@ class TrainerConfig(ConfigModel):
     dtype: Literal["float32", "bfloat16"] = "float32"  # bf16 autocast; ~5x slower on CPUs without native bf16
     logits_chunk: int = 1024  # tokens per chunk when turning hidden states into logprobs
     lora: LoRAConfig = Field(default_factory=LoRAConfig)
+    # FSDP2 ranks `temper train` spawns for the trainer (gloo on CPU, NCCL on CUDA); 1: in the driver's process
+    world_size: int = Field(1, ge=1)
 
 
 class CheckpointConfig(ConfigModel):

@@ -1,4 +1,5 @@
-"""FSDP2 helpers: the process group from torchrun's environment, sharding, and reductions.
+"""FSDP2 helpers: the process group (from torchrun's environment, or given by `temper train`'s rank
+spawner), sharding, and reductions.
 
 Under torchrun every rank receives the same global list of trajectories, computes the same
 advantages and the same micro-batch layout, and trains on micro-batches i with i % world == rank.
@@ -33,6 +34,18 @@ def init_from_env(backend: str | None = None) -> bool:
     return True
 
 
+def init_rank(rank: int, world_size: int, master_port: int, backend: str) -> None:
+    """Join a process group on 127.0.0.1:master_port (the ranks `temper train` spawns itself)."""
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{master_port}", rank=rank, world_size=world_size)
+
+
+def comm_device() -> torch.device:
+    """Where collective tensors must live: NCCL reduces CUDA tensors only, gloo CPU ones."""
+    if is_distributed() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def shard_model(model: nn.Module) -> nn.Module:
     """fully_shard each decoder layer (its own all-gather unit), then the root (embeddings, norm, head)."""
     from torch.distributed.fsdp import fully_shard
@@ -44,15 +57,19 @@ def shard_model(model: nn.Module) -> nn.Module:
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """In place (on t's own device, whatever device the backend reduces on)."""
     if is_distributed():
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        on = t.to(comm_device())
+        dist.all_reduce(on, op=dist.ReduceOp.SUM)
+        if on is not t:
+            t.copy_(on)
     return t
 
 
 def all_reduce_max(value: int) -> int:
     if not is_distributed():
         return value
-    t = torch.tensor([value], dtype=torch.long)
+    t = torch.tensor([value], dtype=torch.long, device=comm_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
 

@@ -84,9 +84,11 @@ def set_loss_weights(mbs: list[MicroBatch], num_samples: int, mode: Aggregation,
                      ) -> None:
     """values["weight"] of every loss token of the step's micro-batches (of every rank), so that summing
     weight * loss over them aggregates as `mode`; a token with values["keep"] = 0 (fillers') counts nowhere."""
-    lengths = torch.zeros(num_samples)
+    device = mbs[0].targets.device if mbs else None  # the trainer's (its micro-batches follow the model)
+    lengths = torch.zeros(num_samples, device=device)
     for mb in mbs:
-        lengths.index_add_(0, torch.tensor(mb.sample_ids)[mb.seq_index], mb.values["keep"])
-    weights = torch.tensor(token_weights([int(n) for n in dist.all_reduce_sum(lengths).tolist()], mode, norm_length))
+        lengths.index_add_(0, torch.tensor(mb.sample_ids, device=device)[mb.seq_index], mb.values["keep"])
+    weights = torch.tensor(token_weights([int(n) for n in dist.all_reduce_sum(lengths).tolist()], mode, norm_length),
+                           device=device)
     for mb in mbs:
-        mb.values["weight"] = weights[torch.tensor(mb.sample_ids)[mb.seq_index]] * mb.values["keep"]
+        mb.values["weight"] = weights[torch.tensor(mb.sample_ids, device=device)[mb.seq_index]] * mb.values["keep"]

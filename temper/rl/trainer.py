@@ -6,6 +6,7 @@ a no-grad pass (pi_old, reference logprobs, the critic's values; off-policy weig
 policy_version + 1. SFT (sft.py) runs the same `micro_batches` and `update` with its own loss.
 """
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -40,6 +41,7 @@ class Trainer:
             lc = cfg.trainer.lora
             apply_lora(model, lc.rank, lc.alpha, lc.targets)
         model.gradient_checkpointing = cfg.trainer.gradient_checkpointing
+        self.device = next(model.parameters()).device  # the trainer follows the model: batches, autocast
         gae = cfg.advantages.estimator == "gae"
         if dist.is_distributed():
             if gae:
@@ -51,6 +53,8 @@ class Trainer:
             raise ValueError("loss.kl_coef > 0 needs a reference model (Trainer(..., ref_model=...))")
         a = cfg.advantages
         self.critic = Critic(model.config.hidden_size, a.gamma, a.lam, cfg.loss.value_clip) if gae else None
+        if self.critic is not None:
+            self.critic.to(self.device)
         params = list(self.model.parameters()) + (list(self.critic.parameters()) if self.critic else [])
         self.optimizer, self.lr_scheduler = build_optimizer(params, cfg.optim)
         self.baseline = RunningBaseline(cfg.advantages.baseline_decay)
@@ -96,8 +100,9 @@ class Trainer:
                         {k: torch.zeros(2) for k in ("adv", "behaviour")})
         mine += [replace(collate([filler], [[0]], t.packing, self.pad_id), filler=True)
                  for _ in range(dist.all_reduce_max(len(mine)) - len(mine))]
+        mine = [_to_device(mb, self.device) for mb in mine]
         for mb in mine:
-            mb.values["keep"] = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0)
+            mb.values["keep"] = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0, device=self.device)
         return mine
 
     @torch.no_grad()
@@ -158,7 +163,7 @@ class Trainer:
         return (per_token * v["weight"]).sum()
 
     def _autocast(self):
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.trainer.dtype == "bfloat16")
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.trainer.dtype == "bfloat16")
 
     def update(self, mbs: list[MicroBatch], loss_fn: LossFn, sums: Sums) -> None:
         """Accumulate gradients over the micro-batches, clip, step AdamW and the learning rate."""
@@ -182,6 +187,11 @@ class Trainer:
         return sums.finish(self.lr_scheduler.get_last_lr()[0], start, value_loss=self.critic is not None)
 
     # ---- weights and checkpoints ----------------------------------------------------------------
+    @property
+    def dtype(self) -> str:
+        """The parameters' dtype name ("float32"): what the rollout engines load the weights as."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         """Full (unsharded) weights under the plain model's names, LoRA merged: what the engine loads."""
         if has_lora(self.model):
@@ -198,4 +208,20 @@ class Trainer:
 
     def load_checkpoint(self, path: str | Path) -> None:
         load_trainer_checkpoint(self, Path(path))
+
+    @property
+    def pids(self) -> list[int]:
+        """The processes this trainer runs in (a TrainerGroup: one per rank)."""
+        return [os.getpid()]
+
+    def close(self) -> None:
+        """Nothing to stop in one process (a TrainerGroup stops its ranks): the two are used alike."""
+
+
+def _to_device(mb: MicroBatch, device: torch.device) -> MicroBatch:
+    if device.type == "cpu":
+        return mb
+    move = {f: getattr(mb, f).to(device) for f in ("input_ids", "positions", "padding_mask", "index", "targets",
+                                                   "seq_index")}
+    return replace(mb, **move, values={k: v.to(device) for k, v in mb.values.items()})
 
