@@ -17,6 +17,7 @@ from temper.envs.reward import Reward
 from temper.errors import TemperError
 from temper.sandbox import AsyncSandboxPool, Limits, Mount, Sandbox, SandboxConfig, SandboxPool
 from temper.sandbox.errors import SandboxCrashed
+from temper.sandbox.remote_pool import RemotePoolSpec, RemoteSandboxPool
 from temper.trajectory import FailureKind
 
 T = TypeVar("T")
@@ -60,8 +61,11 @@ class SandboxProvider:
             await call(sb.close)
 
 
-def make_pool(config: SandboxConfig | None = None, size: int | None = None) -> SandboxPool:
-    """A warm pool whose sandboxes have the mounts episodes need."""
+def make_pool(config: SandboxConfig | RemotePoolSpec | None = None, size: int | None = None) -> Any:
+    """A warm pool whose sandboxes have the mounts episodes need; given a RemotePoolSpec (the Ray
+    backend's, with orchestrator.ray.remote_sandboxes), the client of its pool actors elsewhere."""
+    if isinstance(config, RemotePoolSpec):
+        return RemoteSandboxPool(config)  # the pool actors were sized and configured by the backend
     cfg = episode_config(config)
     if size is not None:
         cfg = cfg.model_copy(update={"pool_size": size})

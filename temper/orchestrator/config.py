@@ -13,6 +13,7 @@ from temper.agent.config import agent_section
 from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
 from temper.generation import RemoteGenerationConfig
+from temper.orchestrator.ray_config import RayConfig
 from temper.rl.config import CheckpointConfig, FilterConfig, OptimConfig, RLConfig
 from temper.rollout_servers.vllm_config import VllmConfig
 from temper.runtime import RuntimeConfig
@@ -63,6 +64,7 @@ class OrchestratorConfig(ConfigModel):
     backend: Literal["local", "ray", "remote", "vllm"] = "local"
     remote: RemoteGenerationConfig = Field(default_factory=RemoteGenerationConfig)  # with backend: remote
     vllm: VllmConfig = Field(default_factory=VllmConfig)  # with backend: vllm
+    ray: RayConfig = Field(default_factory=RayConfig)  # with backend: ray (cluster address, placement)
     num_workers: int = Field(1, ge=1)  # rollout workers (ray: one actor each, with its own engine)
     max_staleness: int = Field(1, ge=0)  # policy versions a trajectory may lag; 0 = synchronous
     group_size: int = Field(8, ge=1)  # samples per task, kept together (GRPO groups)

@@ -2,27 +2,40 @@
 
 Each actor builds the same `RolloutWorker` as the local backend (its own policy from
 temper.policy: engine and sandbox pool; its own suites) and runs episodes on its own event loop.
-A dead actor is reported by name, with the likely cause and the last lines of its log, not as a
-bare ActorDiedError; the run goes on with the workers left, and stops with that message when none
-is left.
+The cluster is local (started for the run) or an existing one (`orchestrator.ray.address`); actors
+go to the nodes that have the resources they ask for (`worker_resources`, `sandbox_resources`).
+With `remote_sandboxes`, sandbox pools are actors of their own (temper.sandbox.remote_pool) and
+the workers' episodes reach their sandboxes through them.
+A dead actor (its process or its node gone) is reported by name, with the likely cause and the last
+lines of its log, not as a bare ActorDiedError; its episodes fail as infrastructure failures that
+the pipeline retries on the workers left, and the run goes on with those. When none is left the run
+stops with that message.
 """
 
 import asyncio
 import contextlib
 import glob
 import logging
+import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from temper.errors import TemperError
-from temper.orchestrator.backends.protocol import Attempt
+from temper.orchestrator.backends.protocol import Attempt, BackendExhausted
+from temper.orchestrator.ray_config import RayConfig
 from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
+from temper.sandbox.remote_pool import RemotePoolSpec, actor_options, start_pool_actors
 
 log = logging.getLogger(__name__)
 
 
 class WorkerDied(TemperError):
     """A rollout worker process is gone."""
+
+
+class WorkersExhausted(WorkerDied, BackendExhausted):
+    """Every rollout worker is gone: the run stops (BackendExhausted is never retried)."""
 
 
 class RolloutActor:
@@ -35,8 +48,11 @@ class RolloutActor:
         torch.set_num_threads(max(1, threads))
         self.worker = RolloutWorker.start(model, engine_cfg, suite_specs, spec, sandbox)
 
-    def pid(self) -> int:
-        return os.getpid()
+    def where(self) -> tuple[int, str]:
+        """(pid, Ray node id) of this actor."""
+        import ray
+
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
     async def run_episode(self, suite_index: int, task_id: str, group_id: str, index: int,
                           eval_mode: bool = False) -> Attempt:
@@ -52,35 +68,84 @@ class RolloutActor:
         self.worker.policy.close()
 
 
+def connect(cfg: RayConfig) -> None:
+    """Join `cfg.address`'s cluster, or start a local one (never a cluster found on the machine by chance)."""
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if ray.is_initialized():
+        return
+    try:
+        if cfg.address is None:
+            ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.WARNING)
+        else:
+            ray.init(address=cfg.address, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise TemperError(f"orchestrator.ray.address={cfg.address}: cannot join that Ray cluster: "
+                          f"{_first_line(exc)}") from None
+
+
+def check_placeable(field: str, resources: Mapping[str, float], count: int) -> None:
+    """Fail at once, naming the field, when the cluster's live nodes cannot hold `count` actors that
+    each ask for `resources` (Ray would leave them pending forever)."""
+    import ray
+
+    need = {k: v for k, v in resources.items() if v > 0}
+    if not need or count == 0:
+        return
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    room = sum(min(math.floor(n.get(k, 0) / v + 1e-9) for k, v in need.items()) for n in nodes)
+    if room < count:
+        offered = sorted({k for n in nodes for k in n if not k.startswith("node:") and "memory" not in k})
+        raise TemperError(f"orchestrator.ray.{field}={dict(resources)}: the cluster's nodes have room for {room} "
+                          f"of the {count} actors that ask for it (resources offered: {', '.join(offered)})")
+
+
 class RayBackend:
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int,
-                 sandbox: Any = None, threads: int = 1, init_timeout_s: float = 600.0):
+                 sandbox: Any = None, threads: int = 1, init_timeout_s: float | None = None,
+                 ray_cfg: RayConfig | None = None):
         try:
             import ray
         except ImportError as exc:
             raise TemperError(f"orchestrator.backend=ray: Ray is not installed ({exc}); pip install ray") from None
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        if not ray.is_initialized():
-            ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
-        actor_cls = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=1000)(RolloutActor)
+        cfg = ray_cfg or RayConfig()
+        timeout = init_timeout_s or cfg.init_timeout_s
+        connect(cfg)
+        check_placeable("worker_resources", cfg.worker_resources, num_workers)
+        check_placeable("sandbox_resources", cfg.sandbox_resources, cfg.remote_sandboxes)
+        self.sandbox_pools: list[Any] = []
+        if cfg.remote_sandboxes:
+            from temper.envs.sandboxes import episode_config
+
+            sb_cfg = episode_config(sandbox)
+            self.sandbox_pools = start_pool_actors(sb_cfg, cfg.remote_sandboxes, cfg.sandbox_resources,
+                                                   cfg.sandbox_pool_size)
+            sandbox = RemotePoolSpec(sb_cfg, self.sandbox_pools)
+        actor_cls = ray.remote(**actor_options(cfg.worker_resources), max_restarts=0,
+                               max_concurrency=1000)(RolloutActor)
         self.actors = [actor_cls.remote(model, engine_cfg, suite_specs, spec.salted(i), sandbox, threads)
                        for i in range(num_workers)]
         self.num_workers = num_workers
         self.dead: dict[int, str] = {}
         try:
-            self.pids = ray.get([a.pid.remote() for a in self.actors], timeout=init_timeout_s)
+            where = ray.get([a.where.remote() for a in self.actors], timeout=timeout)
+            self.sandbox_where = ray.get([p.where.remote() for p in self.sandbox_pools], timeout=timeout)
         except Exception as exc:
-            raise TemperError(f"orchestrator.backend=ray: a rollout worker failed to start: "
+            self.close()
+            raise TemperError(f"orchestrator.backend=ray: a rollout worker or sandbox pool failed to start: "
                               f"{_first_line(exc)}") from None
+        self.pids, self.nodes = [w[0] for w in where], [w[1] for w in where]
+        log.info("ray backend: rollout workers on nodes %s; sandbox pools on %s", self.nodes,
+                 [w["node_id"] for w in self.sandbox_where] or "the workers' own")
         self._counters: dict[str, float] = {}
 
     def _live(self, worker: int) -> int:
         live = [i for i in range(self.num_workers) if i not in self.dead]
         if not live:
-            raise WorkerDied("every rollout worker died; last: " + list(self.dead.values())[-1])
+            raise WorkersExhausted("every rollout worker died; last: " + list(self.dead.values())[-1])
         return worker if worker in live else live[worker % len(live)]
-
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
                           eval_mode: bool = False) -> Attempt:
         i = self._live(worker)
@@ -135,13 +200,20 @@ class RayBackend:
                 with contextlib.suppress(Exception):
                     ray.get(a.close.remote(), timeout=30)
                 ray.kill(a)
+        for p in self.sandbox_pools:  # after the workers: they release their sandboxes first
+            with contextlib.suppress(Exception):
+                ray.get(p.close.remote(), timeout=60)
+            with contextlib.suppress(Exception):
+                ray.kill(p)
 
 
 def describe_death(i: int, pid: int, exc: BaseException) -> str:
     """'rollout worker 1 (pid 123) died: <likely cause>; last log lines: ...'"""
     text = str(exc)
     low = text.lower()
-    if "memory" in low or "oom" in low:
+    if "node has died" in low or "node died" in low or ("node was" in low and "dead" in low):
+        cause = "its node died or left the cluster (a lost machine, or a raylet killed)"
+    elif "memory" in low or "oom" in low:
         cause = "out of memory (killed by Ray's memory monitor or the kernel's OOM killer)"
     elif "sigkill" in low or "killed" in low or "exit code -9" in low or "unexpected system error" in low:
         cause = "killed (SIGKILL: often the kernel's OOM killer, or an operator)"
@@ -170,11 +242,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 def shutdown() -> None:
-    """Stop the local Ray runtime (tests and the CLI call it at the end)."""
+    """Leave Ray: stops a local cluster started for the run; an attached cluster keeps running."""
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
 
 
-__all__ = ["RayBackend", "WorkerDied", "describe_death", "shutdown"]
+__all__ = ["RayBackend", "WorkerDied", "WorkersExhausted", "check_placeable", "connect", "describe_death", "shutdown"]

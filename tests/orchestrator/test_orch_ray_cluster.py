@@ -1,0 +1,243 @@
+"""The Ray backend on a cluster of several nodes, started here with the ray CLI on 127.0.0.1: actors
+go where the resources they ask for are, a sandbox pool runs on a node of its own (the episodes'
+sandbox calls and the audit log are there), `temper train` runs on the cluster, and a node killed
+mid-run leaves a finished run whose lost episodes were retried on the workers left."""
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from orch_helpers import tiny_config
+
+ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+# Fast node-death detection (defaults take ~30 s): the head's GCS health-checks raylets every 0.5 s.
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_health_check_period_ms": "500",
+           "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3", "HF_HUB_OFFLINE": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """Ray nodes on this machine, each a `ray start --block` process of its own (stopped by PID, with
+    every process it started: `ray stop` would stop other tests' clusters too)."""
+
+    def __init__(self, logs: Path):
+        self.port, self.logs = _free_port(), logs
+        self.temp = tempfile.mkdtemp(prefix="trc", dir="/tmp")  # short: Ray's socket paths live under it
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.env = {**os.environ, **RAY_ENV}
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start_node(self, name: str, resources: dict[str, float], cpus: int, head: bool = False) -> None:
+        where = ["--head", "--port", str(self.port), "--include-dashboard=false"] if head else ["--address",
+                                                                                                self.address]
+        cmd = [str(BIN / "ray"), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
+               "--num-cpus", str(cpus), "--resources", json.dumps(resources), "--temp-dir", self.temp, *where]
+        with open(self.logs / f"ray-{name}.log", "w") as log:
+            self.procs[name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+
+    def wait_nodes(self, count: int, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while len([n for n in ray.nodes() if n["Alive"]]) < count:
+            dead = [k for k, p in self.procs.items() if p.poll() is not None]
+            assert not dead and time.monotonic() < deadline, f"ray nodes {dead} stopped; see {self.logs}/ray-*.log"
+            time.sleep(0.5)
+
+    def node_id(self, resource: str) -> str:
+        """The id of the live node that offers `resource`."""
+        return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and resource in n["Resources"])
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the node's processes, by PID (the raylet, its workers and agents): a lost machine."""
+        p = self.procs.pop(name)
+        try:
+            victims = [*psutil.Process(p.pid).children(recursive=True), psutil.Process(p.pid)]
+        except psutil.NoSuchProcess:
+            return
+        for v in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                v.kill()
+        p.wait(timeout=30)
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            self.kill(name)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A head (sandbox and drill resources) and a rollout node (two rollout slots)."""
+    os.environ.update({k: v for k, v in RAY_ENV.items() if k.startswith("RAY_AUTH")})
+    c = Cluster(tmp_path_factory.mktemp("ray-cluster"))
+    try:
+        c.start_node("head", {"head_res": 1, "sandbox": 2, "drill": 1}, cpus=2, head=True)
+        deadline = time.monotonic() + 240
+        while True:  # the head is up when a driver can join it
+            try:
+                ray.init(address=c.address, log_to_driver=False)
+                break
+            except (ConnectionError, RuntimeError):
+                assert c.procs["head"].poll() is None and time.monotonic() < deadline, f"head did not start: {c.logs}"
+                time.sleep(1)
+        c.start_node("rollout", {"rollout": 2}, cpus=2)
+        c.wait_nodes(2)
+        yield c
+    finally:
+        ray.shutdown()
+        c.stop()
+
+
+def _train(cluster: Cluster, toy_model: Path, out: Path, **over: Any) -> subprocess.Popen:
+    """`temper train` (the CLI, a driver of its own) on the cluster: the tiny recipe, no evaluations."""
+    cfg = tiny_config(toy_model, out, orchestrator__backend="ray", orchestrator__ray__address=cluster.address,
+                      eval={"suite": None}, **over)
+    path = out.parent / f"{out.name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    log = open(out.parent / f"{out.name}.log", "w")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen([str(BIN / "temper"), "train", "--config", str(path)], env=cluster.env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen, out: Path, timeout: float = 600) -> dict[str, Any]:
+    try:
+        rc = proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = (out.parent / f"{out.name}.log").read_text()
+    assert rc == 0, log[-3000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.timeout(600)
+def test_actors_go_where_their_resources_are(cluster: Cluster, toy_model: Path, tmp_path: Path) -> None:
+    from temper.engine import EngineConfig
+    from temper.envs.sandboxes import episode_config
+    from temper.envs.suites.arithmetic import ToySuite
+    from temper.errors import TemperError
+    from temper.orchestrator.backends.ray import RayBackend
+    from temper.orchestrator.config import TrainConfig
+    from temper.orchestrator.ray_config import RayConfig
+    from temper.orchestrator.rollout_worker import WorkerSpec
+    from temper.sandbox import SandboxConfig, verify
+    from temper.sandbox.remote_pool import RemotePoolSpec, RemoteSandboxPool
+    from temper.sandbox.remote_pool_actor import node_audit_dir
+
+    spec = WorkerSpec.of(TrainConfig.model_validate({"agent": {"max_turn_tokens": 1}}))
+    engine = EngineConfig(kv_budget_bytes=16_000_000)
+    with pytest.raises(TemperError, match=r"orchestrator\.ray\.worker_resources=\{'gpu_node': 1.0\}"):
+        RayBackend(str(toy_model), engine, ["toy:n=4"], spec, 1,
+                   ray_cfg=RayConfig(address=cluster.address, worker_resources={"gpu_node": 1}))
+    rollout_node, head_node = cluster.node_id("rollout"), cluster.node_id("head_res")
+    cfg = RayConfig(address=cluster.address, worker_resources={"rollout": 1}, remote_sandboxes=1,
+                    sandbox_resources={"sandbox": 1}, sandbox_pool_size=1)
+    backend = RayBackend(str(toy_model), engine, ["toy:n=4,sandbox=true"], spec, 2,
+                         SandboxConfig(run_dir=tmp_path / "sandbox"), ray_cfg=cfg)
+    try:
+        assert backend.nodes == [rollout_node, rollout_node]
+        pool = backend.sandbox_where[0]
+        assert pool["node_id"] == head_node and pool["pid"] not in backend.pids
+        task = ToySuite(n=4).tasks()[0]
+        for worker in (0, 1):  # each episode's sandbox comes from the pool on the head
+            ok = asyncio.run(backend.run_episode(worker, 0, task.id, "g", worker))
+            assert ok.failure is None and ok.trajectories, ok.message
+        _use_every_call(RemoteSandboxPool(RemotePoolSpec(episode_config(), backend.sandbox_pools)), tmp_path)
+    finally:
+        backend.close()
+    audit = node_audit_dir(tmp_path / "sandbox", head_node) / "sandbox-audit.jsonl"
+    assert pool["audit"] == str(audit) and verify(audit)[0]
+    ops = [r["op"] for r in map(json.loads, audit.read_text().splitlines())]
+    assert {"exec", "write_file", "read_file", "list_files", "upload", "reset"} <= set(ops)  # all ran there
+    assert ops.count("create") + ops.count("reset") >= 3  # the episodes' sandboxes too
+    assert not (tmp_path / "sandbox" / "sandbox-audit.jsonl").exists()  # nothing ran beside the workers
+
+
+def _use_every_call(pool: Any, tmp_path: Path) -> None:
+    """Every call environments make, through the pool actor: folders go by content, errors come back as such."""
+    from temper.sandbox import SandboxError
+
+    tpl, tests = tmp_path / "template", tmp_path / "tests"
+    tpl.mkdir()
+    tests.mkdir()
+    (tpl / "a.txt").write_text("from the template")
+    (tests / "t.py").write_text("print(6 * 7)")
+    sb = pool.acquire(tpl)
+    try:
+        assert sb.read_file("a.txt") == b"from the template"
+        sb.write_file("b.txt", "hi")
+        assert {e.path for e in sb.list_files()} >= {"a.txt", "b.txt"}
+        sb.upload(tests, "/tests")
+        r = sb.exec(["python3", "/tests/t.py"])
+        assert (r.exit_code, r.stdout) == (0, b"42\n"), r
+        sb.reset()
+        assert "b.txt" not in {e.path for e in sb.list_files()}
+        with pytest.raises(SandboxError):  # the sandbox's own error, raised here as there
+            sb.read_file("missing.txt")
+    finally:
+        pool.release(sb)
+
+
+@pytest.mark.timeout(900)
+def test_temper_train_runs_on_the_cluster_with_remote_sandboxes(cluster: Cluster, toy_model: Path,
+                                                                tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _train(cluster, toy_model, out, max_steps=2, orchestrator__num_workers=1,
+                  suites=[{"spec": "toy:n=64,seed=0,digits=2,sandbox=true", "max_concurrency": 16}],
+                  orchestrator__ray__worker_resources={"rollout": 1}, orchestrator__ray__remote_sandboxes=1,
+                  orchestrator__ray__sandbox_resources={"sandbox": 1})
+    summary = _finish(proc, out)
+    assert summary["steps"] == 2 and summary["backend"] == "ray"
+    audit = out / "sandbox" / "nodes" / cluster.node_id("head_res")[:12] / "sandbox-audit.jsonl"
+    ops = [r["op"] for r in map(json.loads, audit.read_text().splitlines())]
+    assert ops.count("reset") >= summary["training"]["episodes"] // 2  # released episode sandboxes, reset there
+    assert not (out / "sandbox" / "sandbox-audit.jsonl").exists()
+
+
+@pytest.mark.timeout(900)
+def test_a_node_lost_mid_run_has_its_episodes_retried(cluster: Cluster, toy_model: Path, tmp_path: Path) -> None:
+    cluster.start_node("doomed", {"drill": 1}, cpus=1)  # with the head's drill slot: one worker on each
+    cluster.wait_nodes(3)
+    out = tmp_path / "run"
+    proc = _train(cluster, toy_model, out, max_steps=6, orchestrator__num_workers=2,
+                  orchestrator__ray__worker_resources={"drill": 1})
+    try:
+        deadline = time.monotonic() + 600
+        while not (out / "metrics.jsonl").exists() or not (out / "metrics.jsonl").read_text().strip():
+            assert proc.poll() is None, (out.parent / "run.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no step finished"
+            time.sleep(0.2)
+        cluster.kill("doomed")  # mid-run: the first step is done, episodes are in flight on both workers
+        summary = _finish(proc, out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    training = summary["training"]
+    assert summary["steps"] == 6, summary
+    assert training["retries"] > 0 and training.get("failures_worker_error", 0) > 0, training
+    assert not summary["quarantined"], summary["quarantined"]  # retried elsewhere, never a task's fault
