@@ -82,8 +82,8 @@ class TrainerRank:
 
     def load_checkpoint(self, path: str) -> dict[str, Any]:
         ckpt, rng = load_trainer_checkpoint(self.trainer, Path(path))
-        print(f"loaded {ckpt}", flush=True)
         t = self.trainer
+        print(f"loaded {ckpt} (policy version {t.policy_version})", flush=True)
         return {"checkpoint": str(ckpt), "policy_version": t.policy_version, "data_cursor": t.data_cursor, "rng": rng}
 
     def close(self) -> None:
@@ -147,8 +147,7 @@ class TrainerGroup:
         port = free_port()
         self.procs, self.conns, self.logs = [], [], []
         for r in range(world_size):
-            log = self.log_dir / f"rank_{r}.log"
-            log.write_text("")
+            log = self.log_dir / f"rank_{r}.log"  # appended to: a resumed run's ranks go on in the same file
             parent, child = ctx.Pipe()
             kwargs = {"model": model, "cfg": cfg, "rank": r, "world_size": world_size, "master_port": port,
                       "device": device, "threads": threads, "seed": seed}
