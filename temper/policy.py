@@ -32,8 +32,9 @@ class Policy:
 
 def open_policy(model: Any, engine: Any = None, remote: RemoteGenerationConfig | None = None, *,
                 tokenizer: ChatTokenizer | None = None, name: str | None = None, needs_sandbox: bool = False,
-                sandbox: Any = None, pool_size: int = 8) -> Policy:
-    """`model` (a name or folder; or a model object, with its `tokenizer`) on an in-process engine
+                sandbox: Any = None, pool_size: int = 8, device: str = "auto") -> Policy:
+    """`model` (a name or folder, loaded on `device`, a `runtime.device` value; or a model object, with its
+    `tokenizer`, whose engine runs where its parameters are) on an in-process engine
     under `engine` (a temper.engine.EngineConfig; None: its defaults), or, with `remote`, generating
     on that server with the model's tokenizer kept here (token ids in and out). With `needs_sandbox`,
     a warm pool of `pool_size` sandboxes on `sandbox` (a SandboxConfig; a cold start per episode is slow)."""
@@ -50,8 +51,9 @@ def open_policy(model: Any, engine: Any = None, remote: RemoteGenerationConfig |
 
         if isinstance(model, str):
             from temper.models import load_model
+            from temper.runtime import resolve_device
 
-            loaded = load_model(model)
+            loaded = load_model(model, device=resolve_device(device))
             model, tokenizer, name = loaded.model, loaded.tokenizer, name or model
         llm = LLMEngine(model, tokenizer, engine)
         client = AsyncEngine(llm)

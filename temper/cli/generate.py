@@ -13,7 +13,7 @@ from pydantic import Field
 from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
 from temper.config import ConfigModel
 from temper.errors import TemperError
-from temper.runtime import RuntimeConfig, apply_runtime
+from temper.runtime import RuntimeConfig, apply_runtime, resolve_device
 
 log = logging.getLogger("temper.generate")
 
@@ -31,7 +31,7 @@ class GenerateConfig(ConfigModel):
     chat: bool = False  # wrap the prompt in the model's chat template as one user turn
     system: str | None = None  # a system message, with --chat
     sampling: SamplingConfig = SamplingConfig()
-    runtime: RuntimeConfig = RuntimeConfig()  # runtime.seed also seeds sampling
+    runtime: RuntimeConfig = RuntimeConfig()  # runtime.seed also seeds sampling; runtime.device: where it runs
 
 
 def complete(cfg: GenerateConfig) -> str:
@@ -40,9 +40,10 @@ def complete(cfg: GenerateConfig) -> str:
     from temper.models import load_model
 
     start = time.perf_counter()
-    loaded = load_model(cfg.model)
+    device = resolve_device(cfg.runtime.device)
+    loaded = load_model(cfg.model, device=device)
     tok = loaded.tokenizer
-    log.info("loaded %s in %.1f s", cfg.model, time.perf_counter() - start)
+    log.info("loaded %s on %s in %.1f s", cfg.model, device, time.perf_counter() - start)
     if cfg.chat:
         messages = [{"role": "system", "content": cfg.system}] if cfg.system else []
         messages.append({"role": "user", "content": cfg.prompt})
@@ -82,11 +83,14 @@ def register(app: typer.Typer) -> None:
         temperature: Annotated[float | None, typer.Option("--temperature", help="0 = greedy.",
                                                           show_default=False)] = None,
         seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.", show_default=False)] = None,
+        device: Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (runtime.device).",
+                                                   show_default=False)] = None,
     ) -> None:
         """Complete a prompt with a model and print the completion (the prompt is not repeated)."""
         cfg = resolve_config(GenerateConfig, config, sets, [
             *flag("chat", chat), *flag("sampling.max_tokens", max_tokens),
             *flag("sampling.temperature", temperature), *flag("runtime.seed", seed),
+            *flag("runtime.device", device),
         ])
         # Text flags are set on the validated config, not passed as dotted YAML: a prompt such as
         # "yes" or "[1, 2]" must stay a string. validate_assignment still checks them.

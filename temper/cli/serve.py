@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
                                                  show_default=False)] = None,
         port: Annotated[int | None, typer.Option("--port", help="Port (default 8000; 0 = any free port).",
                                                  show_default=False)] = None,
+        device: Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (runtime.device).",
+                                                   show_default=False)] = None,
     ) -> None:
         """Serve a model as M, M:fast and M:auto over an OpenAI-compatible API (/v1/chat/completions,
         /v1/completions, /v1/models, /v1/load_weights, /health, /metrics)."""
@@ -37,7 +39,7 @@ def register(app: typer.Typer) -> None:
         from temper.serve.app import create_app, served_name
         from temper.serve.config import ServeConfig
 
-        cfg = resolve_config(ServeConfig, config, sets, flag("port", port))
+        cfg = resolve_config(ServeConfig, config, sets, [*flag("port", port), *flag("runtime.device", device)])
         for key, value in (("model", model), ("host", host)):  # text flags stay strings (not YAML-parsed)
             if value is not None:
                 setattr(cfg, key, value)

@@ -40,8 +40,9 @@ class BufferStep:
 
 
 class DecodeBuffer:
-    def __init__(self, cfg: ModelConfig, budget_bytes: int, max_slots: int):
+    def __init__(self, cfg: ModelConfig, budget_bytes: int, max_slots: int, device: torch.device | str = "cpu"):
         self.cfg, self.budget, self.max_slots = cfg, budget_bytes, max_slots
+        self.device = torch.device(device)  # the KV cache's
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
         self.state: dict[int, tuple[int, int, int]] = {}  # seq id -> (slot, skip, own tokens held)
@@ -74,7 +75,7 @@ class DecodeBuffer:
             return False
         shape = (self.cfg.num_hidden_layers, s, self.cfg.num_key_value_heads, c, self.cfg.head_dim)
         # Zeros, never uninitialised memory: masked slots are still multiplied (0 * NaN = NaN).
-        k, v = lazy_zeros(shape, torch.float32), lazy_zeros(shape, torch.float32)
+        k, v = lazy_zeros(shape, torch.float32, self.device), lazy_zeros(shape, torch.float32, self.device)
         if self.k is not None:  # rows held so far stay valid; only their used length is copied (not zeros)
             used = min(have_c, max((held for _, _, held in self.state.values()), default=0))
             k[:, :have_s, :, :used] = self.k[:, :, :, :used]
@@ -111,7 +112,7 @@ class DecodeBuffer:
             else:
                 refill.append(i)
         if moves:  # sources are all >= b, destinations < b: no move overwrites another's source
-            src, dst = (torch.tensor(x) for x in zip(*moves, strict=True))
+            src, dst = (torch.tensor(x, device=self.device) for x in zip(*moves, strict=True))
             self.k[:, dst], self.v[:, dst] = self.k[:, src], self.v[:, src]
         m = max((len(tables[i]) for i in refill), default=0)
         blocks = [blk for i in refill for blk in tables[i] + tables[i][:1] * (m - len(tables[i]))]
@@ -121,7 +122,8 @@ class DecodeBuffer:
         by_slot = [0] * b
         for i, slot in enumerate(slots):
             by_slot[slot] = lengths[i]
-        step = BufferStep(self.k, self.v, torch.tensor(by_slot), max(lengths),
-                          torch.tensor([slots[i] for i in refill], dtype=torch.long),
-                          torch.tensor(blocks, dtype=torch.long), m * block_size)
+        dev = self.device
+        step = BufferStep(self.k, self.v, torch.tensor(by_slot, device=dev), max(lengths),
+                          torch.tensor([slots[i] for i in refill], dtype=torch.long, device=dev),
+                          torch.tensor(blocks, dtype=torch.long, device=dev), m * block_size)
         return slots, step

@@ -18,8 +18,9 @@ from temper.models.attention import causal_mask
 class SequenceKV:
     """Keys and values of one sequence for every layer: [layers, 2, Hkv, capacity, D]."""
 
-    def __init__(self, cfg: ModelConfig, capacity: int, dtype: torch.dtype):
-        self.kv = torch.empty(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, capacity, cfg.head_dim, dtype=dtype)
+    def __init__(self, cfg: ModelConfig, capacity: int, dtype: torch.dtype, device: torch.device | str = "cpu"):
+        self.kv = torch.empty(cfg.num_hidden_layers, 2, cfg.num_key_value_heads, capacity, cfg.head_dim, dtype=dtype,
+                              device=device)
         self.length = 0  # positions [0, length) hold valid keys and values
 
     def reserve(self, length: int) -> None:

@@ -41,7 +41,7 @@ def build_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM,
         from temper.models import load_model
 
         try:
-            draft = load_model(cfg.draft_model).model
+            draft = load_model(cfg.draft_model, device=next(target.parameters()).device).model
         except TemperError as exc:
             raise TemperError(f"engine.speculative.draft_model={cfg.draft_model!r}: {exc}") from exc
     if draft is None and cfg.draft_layers is None:
@@ -79,7 +79,7 @@ class DraftModelProposer:
             raise TemperError(f"engine.speculative.draft_model: the draft's vocabulary ({vocab} tokens) is larger "
                               f"than the target's ({target_vocab_size}); the draft must use the target's tokenizer")
         self.draft, self.vocab, self.num_tokens = draft.eval(), vocab, cfg.num_tokens
-        self.dtype = draft.lm_head.weight.dtype
+        self.dtype, self.device = draft.lm_head.weight.dtype, draft.lm_head.weight.device
         self.states: dict[int, DraftState] = {}
 
     @torch.inference_mode()
@@ -93,7 +93,7 @@ class DraftModelProposer:
                 continue
             state = self.states.get(seq.seq_id)
             if state is None:
-                cache = SequenceKV(self.draft.config, max(256, len(seq) + 64), self.dtype)
+                cache = SequenceKV(self.draft.config, max(256, len(seq) + 64), self.dtype, self.device)
                 state = self.states[seq.seq_id] = DraftState(cache)
             new = seq.token_ids[state.rollback(seq.token_ids):]
             if max(new) >= self.vocab:
@@ -122,7 +122,9 @@ class DraftModelProposer:
             ids.extend(new)
             positions.extend(range(start, start + len(new)))
         attention = DraftAttention(segments, self.draft.config.sliding_window)
-        hidden = self.draft(torch.tensor(ids)[None], torch.tensor(positions)[None], attention=attention)[0]
+        dev = self.device
+        hidden = self.draft(torch.tensor(ids, device=dev)[None], torch.tensor(positions, device=dev)[None],
+                            attention=attention)[0]
         last = [seg.row + seg.length - 1 for seg in segments]
         tokens = self.draft.compute_logits(hidden[last]).argmax(-1).tolist()
         for (state, new), seg in zip(feeds, segments, strict=True):

@@ -19,46 +19,60 @@ import torch
 from temper.models import ModelConfig
 
 
-def hadamard(n: int) -> torch.Tensor:
+def hadamard(n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """Orthonormal, symmetric Sylvester-Hadamard matrix (n a power of two), or identity otherwise."""
     if n & (n - 1):
-        return torch.eye(n)
-    h = torch.ones(1, 1)
+        return torch.eye(n, device=device)
+    h = torch.ones(1, 1, device=device)
     while h.shape[0] < n:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
     return h / n**0.5
 
 
-def lazy_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """Zeros in an anonymous memory map: the OS maps zero pages on first touch, so an unused budget
-    costs no memory (torch.zeros writes every byte, and so does calloc under tcmalloc, which temper's
-    commands run on). Zeros matter: masked slots are still multiplied (0 * NaN = NaN). The map is
-    unmapped when the tensor is freed."""
-    size = torch.empty(0, dtype=dtype).element_size()
+def lazy_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Zeros on `device`; on the CPU in an anonymous memory map: the OS maps zero pages on first touch,
+    so an unused budget costs no memory (torch.zeros writes every byte, and so does calloc under
+    tcmalloc, which temper's commands run on). Zeros matter: masked slots are still multiplied
+    (0 * NaN = NaN). The map is unmapped when the tensor is freed."""
+    if device.type != "cpu":  # device memory has no lazy zero pages to win
+        return torch.zeros(shape, dtype=dtype, device=device)
+    size = dtype.itemsize
     nbytes = math.prod(shape) * size
     raw = np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8, count=nbytes)
     return torch.from_numpy(raw.reshape(*shape[:-1], shape[-1] * size)).view(dtype)
+
+
+def select_blocks(src: torch.Tensor, blocks: torch.Tensor, out: torch.Tensor, per_head: bool) -> None:
+    """out[h] = src[h][blocks] for every head h. Per head on the CPU (index_select along a non-leading
+    axis is ~50x slower there); elsewhere one kernel for all heads."""
+    if per_head:
+        for h in range(src.shape[0]):
+            torch.index_select(src[h], 0, blocks, out=out[h])
+    else:
+        torch.index_select(src, 1, blocks, out=out)
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> int:
-    elem = torch.empty(0, dtype=DTYPES[kv_dtype]).element_size()
+    elem = DTYPES[kv_dtype].itemsize
     per_head = cfg.head_dim * elem + (4 if kv_dtype == "int8" else 0)
     return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * per_head
 
 
 class KVCache:
-    def __init__(self, cfg: ModelConfig, num_blocks: int, block_size: int, kv_dtype: str):
+    def __init__(self, cfg: ModelConfig, num_blocks: int, block_size: int, kv_dtype: str,
+                 device: torch.device | str = "cpu"):
+        """`device`: the model's (the engine passes its parameters' device)."""
         self.kv_dtype, self.block_size, self.num_blocks = kv_dtype, block_size, num_blocks
+        self.device = device = torch.device(device)
         self.quantized = kv_dtype == "int8"
         shape = (cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size, cfg.head_dim)
-        self.k, self.v = lazy_zeros(shape, DTYPES[kv_dtype]), lazy_zeros(shape, DTYPES[kv_dtype])
+        self.k, self.v = (lazy_zeros(shape, DTYPES[kv_dtype], device) for _ in "kv")
         if self.quantized:
-            self.k_scale = lazy_zeros((*shape[:-1], 1), torch.float32)
-            self.v_scale = lazy_zeros((*shape[:-1], 1), torch.float32)
-        self.rotation = hadamard(cfg.head_dim) if self.quantized else None
+            self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], 1), torch.float32, device) for _ in "kv")
+        self.rotation = hadamard(cfg.head_dim, device) if self.quantized else None
         self._ws: dict[str, torch.Tensor] = {}
 
     @property
@@ -72,7 +86,7 @@ class KVCache:
             n *= s
         buf = self._ws.get(name)
         if buf is None or buf.numel() < n or buf.dtype != dtype:
-            buf = self._ws[name] = torch.empty(max(n, 1), dtype=dtype)
+            buf = self._ws[name] = torch.empty(max(n, 1), dtype=dtype, device=self.device)
         return buf[:n].view(shape)
 
     @staticmethod
@@ -107,21 +121,19 @@ class KVCache:
         `which` + `slot`: gathers alive at the same time need different slots).
 
         Each head's keys of a sequence come out as one contiguous [M * block_size, head_dim] matrix,
-        so attention is one matmul per (head, sequence) rather than one per block. (index_select
-        along a non-leading axis is ~50x slower on CPU: gather head by head along axis 0.)"""
+        so attention is one matmul per (head, sequence) rather than one per block."""
         cache = (self.k if which == "k" else self.v)[layer]  # [Hkv, nb, bs, D]
         shape = (cache.shape[0], blocks.numel(), *cache.shape[2:])
         which_slot = which + slot
         out = self.workspace(which_slot, shape, torch.float32)
         raw = out if cache.dtype == torch.float32 else self.workspace(which_slot + "_raw", shape, cache.dtype)
-        for h in range(cache.shape[0]):
-            torch.index_select(cache[h], 0, blocks, out=raw[h])
+        per_head = self.device.type == "cpu"
+        select_blocks(cache, blocks, raw, per_head)
         if cache.dtype == torch.float32:
             return out
         if not self.quantized:
             return out.copy_(raw)
         scales = getattr(self, which + "_scale")[layer]
         s = self.workspace(which_slot + "_s", (*shape[:-1], 1), torch.float32)
-        for h in range(cache.shape[0]):
-            torch.index_select(scales[h], 0, blocks, out=s[h])
+        select_blocks(scales, blocks, s, per_head)
         return torch.mul(raw, s, out=out)

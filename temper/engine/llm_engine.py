@@ -38,10 +38,12 @@ class LLMEngine:
         num_blocks = config.kv_budget_bytes // (self.kv_bytes_per_token * config.block_size)
         # Never more than a full batch of full-length sequences can use (small models, big budgets).
         num_blocks = min(num_blocks, config.max_num_seqs * -(-self.max_model_len // config.block_size) + 1)
+        # Everything the engine allocates follows the model's parameters (runtime.device chose them).
+        self.device = next(model.parameters()).device
         if num_blocks < 1:
             raise TemperError(f"engine.kv_budget_bytes={config.kv_budget_bytes} holds no block of "
                               f"{config.block_size} tokens ({self.kv_bytes_per_token} bytes/token)")
-        self.cache = KVCache(mcfg, num_blocks, config.block_size, config.kv_dtype)
+        self.cache = KVCache(mcfg, num_blocks, config.block_size, config.kv_dtype, self.device)
         self.blocks = BlockManager(num_blocks, config.block_size, config.prefix_caching)
         self.scheduler = Scheduler(config, self.blocks)
         self.runner = ModelRunner(model, self.cache, config)
@@ -61,10 +63,11 @@ class LLMEngine:
         self._seed_rng = torch.Generator().manual_seed(config.seed)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, config: EngineConfig | None = None) -> "LLMEngine":
+    def from_pretrained(cls, name_or_path: str, config: EngineConfig | None = None,
+                        device: torch.device | str = "cpu") -> "LLMEngine":
         from temper.models import load_model  # provided by temper.models (checkpoints + tokenizers)
 
-        loaded = load_model(name_or_path)
+        loaded = load_model(name_or_path, device=device)
         return cls(loaded.model, loaded.tokenizer, config)
 
     # ---- requests -------------------------------------------------------------------------
@@ -218,7 +221,8 @@ class LLMEngine:
         lp = torch.log_softmax(logits.float(), dim=-1)
         start = seq.num_computed
         targets = seq.token_ids[start + 1:start + 1 + lp.shape[0]]
-        chosen = lp[torch.arange(len(targets)), torch.tensor(targets, dtype=torch.long)].tolist()
+        rows = torch.arange(len(targets), device=lp.device)
+        chosen = lp[rows, torch.tensor(targets, dtype=torch.long, device=lp.device)].tolist()
         k = seq.params.logprobs
         top_vals, top_ids = torch.topk(lp, k, dim=-1) if k else (None, None)
         for j, value in enumerate(chosen):

@@ -3,7 +3,8 @@
 Everything the attention needs per step (block ids, write slots, decode masks) is built
 once here and reused by every layer. Logits are computed only for rows that sample (the
 last token of a finished prefill, decode rows, speculative verification rows), never for
-a whole prompt.
+a whole prompt. Every tensor built here is built on the KV cache's device (the model's): the
+step's metadata goes to the device once, and no layer copies anything between host and device.
 """
 
 import torch
@@ -20,20 +21,25 @@ class ModelRunner:
     def __init__(self, model: LlamaForCausalLM, cache: KVCache, config: EngineConfig):
         self.model, self.cache, self.config = model, cache, config
         self.block_size = cache.block_size
+        self.device = cache.device
+        # Off the CPU, decode rows attend through torch SDPA (fused kernels); the CPU keeps its measured
+        # matmul path (see paged_attention.py). Tests flip it to check both give the same tokens.
+        self.sdpa_decode = self.device.type != "cpu"
         # The engine's sliding window (with attention sinks) or the model's own (Mistral), if any.
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
         self.cascade_rows = 0  # decode rows that attended to a shared prefix once for their group
         # Never more than the KV cache itself: at most doubles KV memory (an int8 cache stays small).
-        self.buffer = DecodeBuffer(model.config, min(config.decode_buffer_bytes, cache.nbytes), config.max_num_seqs)
+        self.buffer = DecodeBuffer(model.config, min(config.decode_buffer_bytes, cache.nbytes), config.max_num_seqs,
+                                   self.device)
         self.max_model_len = config.max_model_len or model.config.max_position_embeddings
 
     @torch.inference_mode()
     def run(self, batch: list[ScheduledSeq]) -> tuple[torch.Tensor, list[tuple[int, int]]]:
         """Returns logits [R, V] and, per scheduled entry (in `batch` order), its (first row, count) in them:
         the last rows of an entry that completes its pending tokens sample; rows before them score the prompt."""
-        bs = self.block_size
-        meta = StepMeta(write_blocks=torch.empty(0), write_offsets=torch.empty(0))
+        bs, dev = self.block_size, self.device
+        meta = StepMeta(write_blocks=torch.empty(0, device=dev), write_offsets=torch.empty(0, device=dev))
         decodes = [i for i in range(len(batch)) if batch[i].num_tokens == 1]
         if decodes:  # decodes first, in the order their attention metadata wants
             decodes = [decodes[j] for j in self._decode_meta(meta, [batch[i] for i in decodes])]
@@ -52,15 +58,19 @@ class ModelRunner:
             table = seq.block_table
             write_blocks.extend(table[p // bs] for p in range(start, start + n))
             if n > 1:
-                meta.segments.append(Segment(row, start, n, torch.tensor(table[:(start + n + bs - 1) // bs])))
+                meta.segments.append(Segment(row, start, n, torch.tensor(table[:(start + n + bs - 1) // bs],
+                                                                         device=dev)))
             k = n if item.all_logits else (1 + len(item.drafts)) if item.completes else 0
             spans[i] = (len(logit_rows), k)
             logit_rows.extend(range(row + n - k, row + n))
-        pos = torch.tensor(positions, dtype=torch.long)
-        meta.write_blocks, meta.write_offsets = torch.tensor(write_blocks, dtype=torch.long), pos % bs
-        attention = PagedAttention(self.cache, meta, self.config.attention_chunk, self.window, self.sinks)
+        pos = torch.tensor(positions, dtype=torch.long, device=dev)
+        meta.write_blocks = torch.tensor(write_blocks, dtype=torch.long, device=dev)
+        meta.write_offsets = pos % bs
+        attention = PagedAttention(self.cache, meta, self.config.attention_chunk, self.window, self.sinks,
+                                   self.sdpa_decode)
         try:
-            hidden = self.model(torch.tensor(ids, dtype=torch.long)[None], pos[None], attention=attention)[0]
+            ids_t = torch.tensor(ids, dtype=torch.long, device=dev)
+            hidden = self.model(ids_t[None], pos[None], attention=attention)[0]
         except BaseException:
             self.buffer.reset()  # its rows may hold this step's half-written tokens
             raise
@@ -81,7 +91,7 @@ class ModelRunner:
     def _decode_meta(self, meta: StepMeta, items: list[ScheduledSeq]) -> list[int]:
         """Attention metadata for the decode rows; returns their order in the batch (the decode
         buffer's slot order when it holds them)."""
-        bs = self.block_size
+        bs, dev = self.block_size, self.device
         lens = [it.seq.num_computed + 1 for it in items]
         tables = [it.seq.block_table[:(n + bs - 1) // bs] for it, n in zip(items, lens, strict=True)]
         skip = [0] * len(items)  # leading blocks each row attends to through its group's shared prefix
@@ -107,18 +117,18 @@ class ModelRunner:
             self.cascade_rows += sum(len(rows) for rows, _ in groups)
         own, own_lens = [own[i] for i in order], [own_lens[i] for i in order]
         if meta.buffer is not None:
-            kpos = torch.arange(meta.buffer.max_length)
+            kpos = torch.arange(meta.buffer.max_length, device=dev)
             allowed = kpos[None, :] < meta.buffer.lengths[:, None]
-            meta.decode_mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None, None]
+            meta.decode_mask = additive(allowed)[:, None, None]
             return order
         m = max(len(t) for t in own)
-        padded = torch.tensor([t + [0] * (m - len(t)) for t in own], dtype=torch.long)
-        kpos = torch.arange(m * bs)
-        lens_t = torch.tensor(own_lens)
+        padded = torch.tensor([t + [0] * (m - len(t)) for t in own], dtype=torch.long, device=dev)
+        kpos = torch.arange(m * bs, device=dev)
+        lens_t = torch.tensor(own_lens, device=dev)
         allowed = kpos[None, :] < lens_t[:, None]
         if self.window:
             allowed &= window_mask(lens_t - 1, kpos, self.window, self.sinks)
-        mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+        mask = additive(allowed)
         meta.decode_blocks = padded.flatten()
         meta.decode_mask = mask.view(1, len(items), 1, m * bs)
         meta.decode_max_blocks = m
@@ -126,19 +136,24 @@ class ModelRunner:
 
     def _cascade_meta(self, groups: list[tuple[list[int], list[int]]], num_rows: int) -> Cascade:
         """Pads the groups to one shape [Gr, R rows, P blocks]; padding repeats a real row or block."""
-        bs = self.block_size
+        bs, dev = self.block_size, self.device
         max_rows, max_blocks = max(len(r) for r, _ in groups), max(len(p) for _, p in groups)
         rows, blocks, back = [], [], [len(groups) * max_rows] * num_rows
-        allowed = torch.zeros(len(groups), max_blocks * bs, dtype=torch.bool)
         for gi, (members, shared) in enumerate(groups):
             for j, i in enumerate(members):
                 back[i] = gi * max_rows + j
             rows += members + [members[0]] * (max_rows - len(members))
             blocks += shared + [shared[0]] * (max_blocks - len(shared))
-            allowed[gi, : len(shared) * bs] = True
-        mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
-        return Cascade(torch.tensor(blocks), mask.view(1, len(groups), 1, -1), torch.tensor(rows),
-                       torch.tensor(back), len(groups), max_rows)
+        shared_tokens = torch.tensor([len(shared) * bs for _, shared in groups], device=dev)
+        allowed = torch.arange(max_blocks * bs, device=dev)[None, :] < shared_tokens[:, None]  # [Gr, P * bs]
+        mask = additive(allowed)
+        return Cascade(torch.tensor(blocks, device=dev), mask.view(1, len(groups), 1, -1),
+                       torch.tensor(rows, device=dev), torch.tensor(back, device=dev), len(groups), max_rows)
+
+
+def additive(allowed: torch.Tensor) -> torch.Tensor:
+    """A boolean mask as an additive fp32 one (0 where allowed, -inf elsewhere), on its device."""
+    return allowed.new_zeros(allowed.shape, dtype=torch.float32).masked_fill_(~allowed, float("-inf"))
 
 
 def shared_prefixes(tables: list[list[int]]) -> list[tuple[list[int], list[int]]]:

@@ -6,6 +6,9 @@ distribution the trainer recomputes from the same weights (a structured request'
 tokens its grammar allows: the distribution it was sampled from). Sampling itself then applies
 penalties and truncation, and draws by inverse CDF with one uniform from the sample's own
 seeded generator, so results do not depend on batch composition, preemption or timing.
+Everything runs on the logits' device; the uniforms come from the samples' host generators (the
+same draws on every device, moved in one small copy), and only the sampled ids and their
+logprobs come back to the host.
 """
 
 import torch
@@ -17,11 +20,11 @@ from temper.engine.sequence import Sequence
 def apply_penalties(logits: torch.Tensor, seq: Sequence) -> torch.Tensor:
     p = seq.params
     if p.repetition_penalty != 1.0:
-        seen = torch.tensor(sorted(set(seq.token_ids)), dtype=torch.long)
+        seen = torch.tensor(sorted(set(seq.token_ids)), dtype=torch.long, device=logits.device)
         vals = logits[seen]
         logits[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
     if (p.presence_penalty or p.frequency_penalty) and seq.num_output_tokens:
-        out = torch.tensor(seq.output_token_ids, dtype=torch.long)
+        out = torch.tensor(seq.output_token_ids, dtype=torch.long, device=logits.device)
         counts = torch.bincount(out, minlength=logits.shape[-1]).to(logits.dtype)
         logits -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
     return logits
@@ -57,9 +60,9 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torc
     target = u * block_cdf[:, -1]
     b = torch.searchsorted(block_cdf, target[:, None])[:, 0].clamp_(max=nb - 1)
     before = torch.cat([block_cdf.new_zeros(r, 1), block_cdf], 1).gather(1, b[:, None])  # mass of blocks before b
-    inner = blocks[torch.arange(r), b].double().cumsum_(-1) + before  # [R, block]
+    inner = blocks[torch.arange(r, device=probs.device), b].double().cumsum_(-1) + before  # [R, block]
     j = torch.searchsorted(inner, target[:, None])[:, 0]
-    return torch.minimum(b * block + j.clamp_(max=block - 1), torch.tensor(v - 1))
+    return (b * block + j.clamp_(max=block - 1)).clamp_(max=v - 1)
 
 
 class Sampler:
@@ -73,7 +76,7 @@ class Sampler:
             apply_bitmask(logits, masks)
         scaled = logits
         if any(t != 1.0 for t in temps):
-            scaled = scaled / torch.tensor(temps, dtype=torch.float32)[:, None]
+            scaled = scaled / torch.tensor(temps, dtype=torch.float32, device=logits.device)[:, None]
         tokens = [0] * len(seqs)
         greedy = [i for i, s in enumerate(seqs) if s.params.greedy and not _penalized(s)]
         plain = [i for i, s in enumerate(seqs) if not s.params.greedy and _plain(s)]
@@ -90,7 +93,7 @@ class Sampler:
         # scales its uniform by each row's total, so they need no normalising.
         if plain:
             probs = weights if len(plain) == len(seqs) else weights[plain]  # all rows: no copy
-            u = torch.cat([torch.rand(1, generator=seqs[i].generator, dtype=torch.float64) for i in plain])
+            u = torch.cat([uniform(seqs[i]) for i in plain]).to(logits.device)
             for i, t in zip(plain, inverse_cdf(probs, u).tolist(), strict=True):
                 tokens[i] = t
         for i in set(range(len(seqs))) - set(greedy) - set(plain):
@@ -100,9 +103,8 @@ class Sampler:
                 tokens[i] = int(row.argmax())
                 continue
             probs = truncate(row / p.temperature, p.top_k, p.top_p, p.min_p).softmax(-1)
-            u = torch.rand(1, generator=seq.generator, dtype=torch.float64)
-            tokens[i] = int(inverse_cdf(probs[None], u)[0])
-        idx = torch.tensor(tokens, dtype=torch.long)
+            tokens[i] = int(inverse_cdf(probs[None], uniform(seq).to(logits.device))[0])
+        idx = torch.tensor(tokens, dtype=torch.long, device=logits.device)
         chosen = (scaled.gather(1, idx[:, None]) - lse)[:, 0].tolist()
         tops: list = [None] * len(seqs)
         k = max((s.params.logprobs for s in seqs), default=0)
@@ -114,6 +116,12 @@ class Sampler:
                 if n:
                     tops[i] = dict(zip(ids[i, :n].tolist(), vals[i, :n].tolist(), strict=True))
         return tokens, chosen, tops
+
+
+def uniform(seq: Sequence) -> torch.Tensor:
+    """One float64 uniform [1] from the sample's own generator, which lives on the host (the same
+    draws whatever the device)."""
+    return torch.rand(1, generator=seq.generator, dtype=torch.float64)
 
 
 def _plain(seq: Sequence) -> bool:

@@ -50,13 +50,16 @@ def weight_files(folder: Path) -> list[Path]:
     return found
 
 
-def load_state_dict(folder: Path, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+def load_state_dict(folder: Path, dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Every stored tensor in `dtype`, read straight onto `device` (safetensors copies each tensor there
+    once: no full CPU copy of the model first)."""
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(folder):
         if not path.is_file():
             raise TemperError(f"{path}: no such file (named by {INDEX})")
         try:
-            with safe_open(str(path), framework="pt") as f:
+            with safe_open(str(path), framework="pt", device=str(device)) as f:
                 for key in f.keys():  # noqa: SIM118 (safe_open is not a dict)
                     state[key] = f.get_tensor(key).to(dtype)
         except (SafetensorError, OSError) as exc:  # a truncated or corrupt file
@@ -64,15 +67,17 @@ def load_state_dict(folder: Path, dtype: torch.dtype = torch.float32) -> dict[st
     return state
 
 
-def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
-    """The model stored in an HF folder, in eval mode."""
+def load_checkpoint(folder: str | Path, dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> LlamaForCausalLM:
+    """The model stored in an HF folder, in eval mode, on `device`."""
     folder = Path(folder)
     cfg = read_config(folder)
-    state = load_state_dict(folder, dtype)
+    state = load_state_dict(folder, dtype, device)
     state = {k: v for k, v in state.items() if "rotary_emb" not in k}  # old checkpoints stored inv_freq
     model = empty_model(cfg)
     assign_weights(model, state, f"{folder}: weights do not match config.json")
-    return model.eval()  # already in `dtype`; the RoPE buffer stays fp32 on purpose
+    # The weights are on `device` already; this moves what was built here (the RoPE buffer, fp32 on purpose).
+    return model.to(device).eval()
 
 
 def assign_weights(model: LlamaForCausalLM, state: dict[str, torch.Tensor], mismatch: str) -> None:

@@ -20,10 +20,12 @@ class LoadedModel:
     path: Path  # the resolved Hugging Face folder
 
 
-def load_model(name_or_path: str | Path, dtype: torch.dtype = torch.float32) -> LoadedModel:
-    """A bundled name (`smollm2-135m`), a local HF folder or GGUF file, or a Hub id."""
+def load_model(name_or_path: str | Path, dtype: torch.dtype = torch.float32,
+               device: torch.device | str = "cpu") -> LoadedModel:
+    """A bundled name (`smollm2-135m`), a local HF folder or GGUF file, or a Hub id, on `device` (a
+    resolved one: `temper.runtime.resolve_device(cfg.runtime.device)`; models import no runtime settings)."""
     folder = resolve_model(name_or_path)
-    model = load_checkpoint(folder, dtype)
+    model = load_checkpoint(folder, dtype, device)
     return LoadedModel(model=model, tokenizer=Tokenizer.from_folder(folder), config=model.config, path=folder)
 
 

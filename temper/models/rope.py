@@ -11,11 +11,13 @@ import torch
 from temper.models.config import ModelConfig
 
 
-def inverse_frequencies(cfg: ModelConfig, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
-    """Return (inv_freq of shape [head_dim/2], attention scale applied to cos and sin)."""
+def inverse_frequencies(cfg: ModelConfig, seq_len: int | None = None,
+                        device: torch.device | None = None) -> tuple[torch.Tensor, float]:
+    """Return (inv_freq of shape [head_dim/2] on `device`, attention scale applied to cos and sin).
+    device None: torch's default (the module's construction device; `model.to` moves the buffer)."""
     dim, base, p = cfg.head_dim, cfg.rope_theta, cfg.rope_scaling or {}
     rope_type = cfg.rope_type
-    exponents = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
     if rope_type == "default":
         return 1.0 / base**exponents, 1.0
     if rope_type == "linear":
@@ -30,7 +32,7 @@ def inverse_frequencies(cfg: ModelConfig, seq_len: int | None = None) -> tuple[t
     if rope_type == "llama3":
         return _llama3(1.0 / base**exponents, p, cfg.max_position_embeddings), 1.0
     if rope_type == "yarn":
-        return _yarn(cfg, p)
+        return _yarn(cfg, p, device)
     raise ValueError(f"unknown rope type {rope_type!r}")
 
 
@@ -46,7 +48,7 @@ def _llama3(inv_freq: torch.Tensor, p: dict, max_pos: int) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def _yarn(cfg: ModelConfig, p: dict) -> tuple[torch.Tensor, float]:
+def _yarn(cfg: ModelConfig, p: dict, device: torch.device | None) -> tuple[torch.Tensor, float]:
     dim, base = cfg.head_dim, cfg.rope_theta
     original = p.get("original_max_position_embeddings", cfg.max_position_embeddings)
     factor = p.get("factor") or cfg.max_position_embeddings / original
@@ -70,8 +72,8 @@ def _yarn(cfg: ModelConfig, p: dict) -> tuple[torch.Tensor, float]:
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
-    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
-    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32, device=device) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2, device=device).float() / dim)
     extrapolation = 1 - ramp
     inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
     return inv_freq, float(attention_factor)
@@ -89,10 +91,9 @@ class RotaryEmbedding(torch.nn.Module):
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         inv_freq = self.inv_freq
         if self.cfg.rope_type == "dynamic":
-            seq_len = int(positions.max()) + 1
+            seq_len = int(positions.max()) + 1  # a host sync, for dynamic NTK only
             if seq_len > self.cfg.max_position_embeddings:
-                inv_freq, _ = inverse_frequencies(self.cfg, seq_len)
-                inv_freq = inv_freq.to(positions.device)
+                inv_freq, _ = inverse_frequencies(self.cfg, seq_len, positions.device)
         freqs = positions[..., None].float() * inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * self.scale).to(dtype), (emb.sin() * self.scale).to(dtype)

@@ -100,11 +100,13 @@ class RolloutWorker:
 
     @classmethod
     def start(cls, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec,
-              sandbox: Any = None) -> "RolloutWorker":
-        """A worker on a policy of its own (local and Ray backends): `model` on an in-process engine,
-        with a sandbox pool on `sandbox` (a SandboxConfig) when a suite needs one. Close `worker.policy`."""
+              sandbox: Any = None, device: str = "auto") -> "RolloutWorker":
+        """A worker on a policy of its own (local and Ray backends): `model` on an in-process engine on
+        `device` (runtime.device), with a sandbox pool on `sandbox` (a SandboxConfig) when a suite needs
+        one. Close `worker.policy`."""
         suites = [parse_spec(s) for s in suite_specs]
-        policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites), sandbox=sandbox)
+        policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites), sandbox=sandbox,
+                             device=device)
         return cls(policy, suites, spec)
 
     async def run_episode(self, suite_index: int, task_id: str, group_id: str, index: int,

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from temper.errors import TemperError
 from temper.generation import RequestError, SamplingParams, default_served_name
+from temper.runtime import resolve_device
 from temper.serve.chat import chat_prompt_ids
 from temper.serve.config import ServeConfig
 from temper.serve.constraints import ConstraintError, structured_for
@@ -200,7 +201,7 @@ class Server:
 
 def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
     """The app for `cfg`; loads the model unless `variants` (an already built engine) is given."""
-    variants = variants or Variants.load(cfg.model, cfg.engine)
+    variants = variants or Variants.load(cfg.model, cfg.engine, resolve_device(cfg.runtime.device))
     server = Server(cfg, variants)
 
     @asynccontextmanager

@@ -33,10 +33,11 @@ class Variants:
         self.inflight = 0
 
     @classmethod
-    def load(cls, name_or_path: str, config: EngineConfig) -> "Variants":
+    def load(cls, name_or_path: str, config: EngineConfig, device: torch.device | str = "cpu") -> "Variants":
+        """`device`: a resolved one (temper.runtime.resolve_device of runtime.device)."""
         from temper.models import load_model
 
-        loaded = load_model(name_or_path)
+        loaded = load_model(name_or_path, device=device)
         return cls(loaded.model, loaded.tokenizer, config)
 
     @property

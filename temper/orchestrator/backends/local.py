@@ -9,8 +9,9 @@ from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_co
 
 class LocalBackend:
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int = 1,
-                 sandbox: Any = None):
-        self.workers = [RolloutWorker.start(model, engine_cfg, suite_specs, spec.salted(i), sandbox)
+                 sandbox: Any = None, device: str = "auto"):
+        """`device`: runtime.device of the workers' engines."""
+        self.workers = [RolloutWorker.start(model, engine_cfg, suite_specs, spec.salted(i), sandbox, device)
                         for i in range(num_workers)]
         self.num_workers = num_workers
         self.update_ms: float | None = None
