@@ -22,6 +22,7 @@ import os
 import random
 import re
 import shutil
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -142,7 +143,9 @@ def _load_shards(trainer, ckpt: Path) -> dict[str, Any]:
 
     model, optim = get_state_dict(trainer.model, trainer.optimizer)  # the layout to load into
     target = {"model": model, "optim": optim, "trainer": io.BytesIO()}
-    dcp.load(target, checkpoint_id=str(ckpt / SHARDS))
+    with warnings.catch_warnings():  # loading shards into one process is meant (a resume with world_size 1)
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.load(target, checkpoint_id=str(ckpt / SHARDS))
     set_state_dict(trainer.model, trainer.optimizer, model_state_dict=target["model"],
                    optim_state_dict=target["optim"])
     target["trainer"].seek(0)
