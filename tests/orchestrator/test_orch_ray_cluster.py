@@ -223,7 +223,7 @@ def test_a_node_lost_mid_run_has_its_episodes_retried(cluster: Cluster, toy_mode
     cluster.start_node("doomed", {"drill": 1}, cpus=1)  # with the head's drill slot: one worker on each
     cluster.wait_nodes(3)
     out = tmp_path / "run"
-    proc = _train(cluster, toy_model, out, max_steps=6, orchestrator__num_workers=2,
+    proc = _train(cluster, toy_model, out, max_steps=12, orchestrator__num_workers=2,
                   orchestrator__ray__worker_resources={"drill": 1})
     try:
         deadline = time.monotonic() + 600
@@ -238,6 +238,6 @@ def test_a_node_lost_mid_run_has_its_episodes_retried(cluster: Cluster, toy_mode
             proc.kill()
             proc.wait()
     training = summary["training"]
-    assert summary["steps"] == 6, summary
+    assert summary["steps"] == 12, summary
     assert training["retries"] > 0 and training.get("failures_worker_error", 0) > 0, training
     assert not summary["quarantined"], summary["quarantined"]  # retried elsewhere, never a task's fault

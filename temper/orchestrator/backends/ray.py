@@ -156,27 +156,31 @@ class RayBackend:
             raise
 
     async def push_weights(self, state: dict, version: int) -> None:
+        """The new weights to every live worker; one that died meanwhile is marked dead (not the others)."""
         import ray
 
         live = [i for i in range(self.num_workers) if i not in self.dead]
-        try:
-            ref = ray.put(dict(state))  # one copy in the object store, read by every actor
-            await asyncio.gather(*(self.actors[i].load_weights.remote(ref, version) for i in live))
-        except Exception as exc:
-            for i in live:
-                self._check_dead(i, exc)
-            self._live(0)  # raises when none is left
-            await self.push_weights(state, version)  # the survivors still need the weights
+        ref = ray.put(dict(state))  # one copy in the object store, read by every actor
+        results = await asyncio.gather(*(self.actors[i].load_weights.remote(ref, version) for i in live),
+                                       return_exceptions=True)
+        for i, r in zip(live, results, strict=True):
+            if isinstance(r, ray.exceptions.RayActorError):
+                self._mark_dead(i, r)
+            elif isinstance(r, BaseException):
+                raise r
+        self._live(0)  # raises when none is left
 
     def _check_dead(self, i: int, exc: BaseException) -> None:
         import ray
 
         if i in self.dead or not isinstance(exc, ray.exceptions.RayActorError):
             return
-        msg = describe_death(i, self.pids[i], exc)
-        self.dead[i] = msg
+        raise WorkerDied(self._mark_dead(i, exc)) from None
+
+    def _mark_dead(self, i: int, exc: BaseException) -> str:
+        msg = self.dead[i] = describe_death(i, self.pids[i], exc)
         log.error(msg)
-        raise WorkerDied(msg) from None
+        return msg
 
     def counters(self) -> dict[str, float]:
         import ray
