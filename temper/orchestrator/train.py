@@ -29,7 +29,7 @@ from temper.orchestrator.run_dir import RunDir, summary_markdown, writer_identit
 from temper.orchestrator.scheduler import TaskScheduler
 from temper.orchestrator.store import Store
 from temper.orchestrator.tracking import Trackers
-from temper.runtime import apply_runtime
+from temper.runtime import apply_runtime, resolve_device
 
 
 def train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
@@ -49,11 +49,12 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     eval_tasks = list({t.id: t for t in eval_suite.tasks()}.values())[:cfg.eval.n] if eval_suite else []
     store = Store(run.store)
     committed, ckpt = store.last_committed_step()
-    loaded = load_model(cfg.model)
+    device = resolve_device(cfg.runtime.device)
     ranks = cfg.algorithm.trainer.world_size  # > 1: FSDP2 ranks in processes of their own (trainer_group.py)
+    loaded = load_model(cfg.model, device=device if ranks == 1 else "cpu")  # ranks load their own copies
     trainer = (Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id) if ranks == 1 else
-               TrainerGroup(cfg.model, cfg.algorithm, ranks, run.path / "trainer", threads=cfg.runtime.threads,
-                            seed=cfg.runtime.seed))
+               TrainerGroup(cfg.model, cfg.algorithm, ranks, run.path / "trainer", device=str(device),
+                            threads=cfg.runtime.threads, seed=cfg.runtime.seed))
     scheduler = TaskScheduler.build(list(zip(cfg.suites, suites, strict=True)), cfg.orchestrator.curriculum,
                                     cfg.runtime.seed, exclude={t.id for t in eval_tasks})
     ranks_seen = {"trainer_world_size": ranks, "trainer_pids": trainer.pids}

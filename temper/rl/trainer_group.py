@@ -52,10 +52,10 @@ class TrainerRank:
             place = torch.device("cuda", rank if place.index is None else place.index + rank)
             torch.cuda.set_device(place)
         dist.init_rank(rank, world_size, master_port, "nccl" if place.type == "cuda" else "gloo")
-        loaded = load_model(model)
+        loaded = load_model(model, device=place)
         self.tokenizer = loaded.tokenizer
         self.rank = rank
-        self.trainer = Trainer(loaded.model.to(place), cfg, pad_id=loaded.tokenizer.pad_token_id)
+        self.trainer = Trainer(loaded.model, cfg, pad_id=loaded.tokenizer.pad_token_id)
         print(f"rank {rank}/{world_size} pid {os.getpid()} on {place} ({dist.comm_device()} collectives)", flush=True)
 
     def info(self) -> dict[str, Any]:
@@ -235,8 +235,11 @@ class TrainerGroup:
     def _fail(self, r: int, error: str | None) -> None:
         """Stop every rank, then raise one line about the culprit: a rank whose process died comes before
         one that only reported an error (a survivor's collective fails when its peer dies)."""
+        # a dead process's pipe may close before the process is reaped: wait for the culprit's exit code,
+        # and give the others a moment to show whether one of them died first
+        self.procs[r].join(CLOSE_S if error is None else 0.5)
         for proc in self.procs:
-            proc.join(0.5 if error is not None else 0)
+            proc.join(0.5)
         dead = [i for i, p in enumerate(self.procs) if p.exitcode is not None and p.exitcode != 0]
         if dead:
             r, error = dead[0], None
