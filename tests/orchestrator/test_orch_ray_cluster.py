@@ -51,8 +51,9 @@ class Cluster:
         return f"127.0.0.1:{self.port}"
 
     def start_node(self, name: str, resources: dict[str, float], cpus: int, head: bool = False) -> None:
-        where = ["--head", "--port", str(self.port), "--include-dashboard=false"] if head else ["--address",
-                                                                                                self.address]
+        # the head's client server port too: its default (10001) is one per machine
+        where = ["--head", "--port", str(self.port), "--ray-client-server-port", str(_free_port()),
+                 "--include-dashboard=false"] if head else ["--address", self.address]
         cmd = [str(BIN / "ray"), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
                "--num-cpus", str(cpus), "--resources", json.dumps(resources), "--temp-dir", self.temp, *where]
         with open(self.logs / f"ray-{name}.log", "w") as log:

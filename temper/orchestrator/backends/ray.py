@@ -18,6 +18,7 @@ import glob
 import logging
 import math
 import os
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,6 +76,13 @@ def connect(cfg: RayConfig) -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     if ray.is_initialized():
         return
+    if cfg.address not in (None, "auto"):  # Ray itself retries an unreachable head for minutes
+        host, _, port = cfg.address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+        except OSError as exc:
+            raise TemperError(f"orchestrator.ray.address={cfg.address}: no Ray head answers there ({exc}); "
+                              f"start one with `ray start --head --port {port}`") from None
     try:
         if cfg.address is None:
             ray.init(address="local", num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False,
@@ -229,7 +237,7 @@ def describe_death(i: int, pid: int, exc: BaseException) -> str:
 
 
 def _log_tail(pid: int, lines: int = 5) -> str:
-    files = sorted(glob.glob(f"/tmp/ray/session_latest/logs/worker-*-{pid}.*"), key=os.path.getmtime)
+    files = sorted(glob.glob(f"{_session_dir()}/logs/worker-*-{pid}.*"), key=os.path.getmtime)
     tail: list[str] = []
     for f in files:
         try:
@@ -238,6 +246,17 @@ def _log_tail(pid: int, lines: int = 5) -> str:
         except OSError:
             continue
     return " | ".join(tail[-lines:])
+
+
+def _session_dir() -> str:
+    """This driver's Ray session folder (a cluster started with --temp-dir keeps it there); logs of actors
+    on other machines are on those machines."""
+    try:
+        import ray
+
+        return ray._private.worker._global_node.get_session_dir_path()
+    except Exception:  # a private API: fall back to Ray's default place
+        return "/tmp/ray/session_latest"
 
 
 def _first_line(exc: BaseException) -> str:
