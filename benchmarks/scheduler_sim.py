@@ -364,6 +364,23 @@ def exponent(xs: list[float], ys: list[float]) -> float | None:
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / var if var else None
 
 
+def slope(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares dy/dx."""
+    if len(xs) < 2 or any(y is None for y in ys):
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else None
+
+
+def increment_exponent(xs: list[float], ys: list[float]) -> float | None:
+    """The exponent of what grows beyond the smallest size (memory has a base: the tasks, the imports), over
+    three sizes or more; with two, the plain exponent."""
+    if len(xs) < 3 or any(y is None for y in ys):
+        return exponent(xs, ys)
+    return exponent([x - xs[0] for x in xs[1:]], [y - ys[0] for y in ys[1:]])
+
+
 def run_child(cfg: SimConfig) -> dict[str, Any]:
     """One size in a fresh process (its peak RSS is its own); its last stdout line is its figures."""
     cmd = [sys.executable, __file__, "--child", json.dumps(asdict(cfg))]
@@ -412,11 +429,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     top = rows[-1]
     growth = {"decision_us_cpu": exponent(xs, [r["us_per_decision_cpu"] for r in rows]),
               "scheduler_cpu_s_total": exponent(xs, [r["scheduler_cpu_s_total"] for r in rows]),
-              "traced_peak_mb": exponent(xs, [r["traced_peak_mb"] for r in rows]),
-              "rss_growth_mb": exponent(xs, [r["rss_growth_mb"] for r in rows]),
+              "traced_peak_mb_increment": increment_exponent(xs, [r["traced_peak_mb"] for r in rows]),
+              "rss_growth_mb_increment": increment_exponent(xs, [r["rss_growth_mb"] for r in rows]),
               "cpu_s": exponent(xs, [r["cpu_s"] for r in rows])}
     # linear: the scheduler's total time and the traced memory grow no faster than the episodes
-    linear = [growth[k] for k in ("scheduler_cpu_s_total", "traced_peak_mb") if growth[k] is not None]
+    linear = [growth[k] for k in ("scheduler_cpu_s_total", "traced_peak_mb_increment") if growth[k] is not None]
+    kb = {"traced_kb_per_episode": slope(xs, [r["traced_peak_mb"] and r["traced_peak_mb"] * 1024 for r in rows]),
+          "rss_kb_per_episode": slope(xs, [r["rss_growth_mb"] * 1024 for r in rows]),
+          "store_kb_per_episode_started": top["store_mb"] * 1024 / top["episodes_started"]}
     # the scheduler's own cost (CPU time of the calling thread) and the typical wall time of a call; the wall
     # mean also holds the OS preempting the process on a shared box (reported, not judged)
     targets = {"overhead_under_100us": max(top["us_per_decision_cpu"], top["us_per_decision_p50"]) < TARGET_US,
@@ -433,6 +453,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"benchmark": "scheduler_sim", "episodes": [r["episodes_in_flight"] for r in rows],
             "small_run": top["episodes_in_flight"] < 10_000, **head,
             "growth_exponents": {k: None if v is None else round(v, 3) for k, v in growth.items()},
+            "per_episode": {k: None if v is None else round(v, 2) for k, v in kb.items()},
             "targets": targets, "pass": all(v is not False for v in targets.values())}
 
 
