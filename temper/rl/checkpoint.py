@@ -81,13 +81,15 @@ def _set_trainer_state(trainer, state: dict[str, Any]) -> None:
 
 
 def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], tokenizer: Any = None,
-                            rng: dict[str, Any] | None = None) -> Path:
+                            rng: dict[str, Any] | None = None, policy: dict[str, torch.Tensor] | None = None) -> Path:
     """One process: trainer.pt holds the optimizer; FSDP ranks: dcp/ holds model + optimizer shards (every rank
-    writes its own). `rng`: the RNG state to record (None: this process's; a rank records its driver's)."""
+    writes its own). `rng`: the RNG state to record (None: this process's; a rank records its driver's).
+    `policy`: the full weights of this very version, already gathered (ranks must all pass one or all not)."""
     from temper.models.loading import save_model
 
     name = f"step_{trainer.step_count:06d}"
-    policy = trainer.policy_state_dict()  # collective under FSDP: every rank calls it
+    if policy is None:
+        policy = trainer.policy_state_dict()  # collective under FSDP: every rank calls it
     final = root / name
     tmp = root / f".tmp-{name}-{os.getpid()}"
     if dist.rank() == 0:

@@ -55,6 +55,7 @@ class TrainerRank:
         loaded = load_model(model, device=place)
         self.tokenizer = loaded.tokenizer
         self.rank = rank
+        self._gathered: tuple[int, dict[str, torch.Tensor]] | None = None  # (version, full weights; {} off rank 0)
         self.trainer = Trainer(loaded.model, cfg, pad_id=loaded.tokenizer.pad_token_id)
         print(f"rank {rank}/{world_size} pid {os.getpid()} on {place} ({dist.comm_device()} collectives)", flush=True)
 
@@ -71,17 +72,22 @@ class TrainerRank:
 
     def policy_state_dict(self) -> dict[str, torch.Tensor] | None:
         state = self.trainer.policy_state_dict()  # a collective: every rank takes part
+        self._gathered = (self.trainer.policy_version, state)  # the checkpoint of this version reuses it
         return state if self.rank == 0 else None
 
     def save_checkpoint(self, root: str, metrics: dict[str, float], data_cursor: object,
                         rng: dict[str, Any] | None = None) -> str:
         self.trainer.data_cursor = data_cursor
-        path = save_trainer_checkpoint(self.trainer, Path(root), metrics, self.tokenizer, rng)
+        # every rank decides alike (same versions): all reuse the step's gather, or all gather again
+        g = self._gathered
+        policy = g[1] if g is not None and g[0] == self.trainer.policy_version else None
+        path = save_trainer_checkpoint(self.trainer, Path(root), metrics, self.tokenizer, rng, policy)
         print(f"saved {path}", flush=True)
         return str(path)
 
     def load_checkpoint(self, path: str) -> dict[str, Any]:
         ckpt, rng = load_trainer_checkpoint(self.trainer, Path(path))
+        self._gathered = None
         t = self.trainer
         print(f"loaded {ckpt} (policy version {t.policy_version})", flush=True)
         return {"checkpoint": str(ckpt), "policy_version": t.policy_version, "data_cursor": t.data_cursor, "rng": rng}
