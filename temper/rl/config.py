@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from temper.config import ConfigModel
 from temper.runtime import RuntimeConfig
@@ -99,6 +99,13 @@ class RLConfig(ConfigModel):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
+    @model_validator(mode="after")
+    def _shardable(self) -> "RLConfig":
+        if self.trainer.world_size > 1 and self.advantages.estimator == "gae":
+            raise ValueError("trainer.world_size > 1 with advantages.estimator gae: the value head is not sharded "
+                             "yet (use world_size 1)")
+        return self
+
 
 class SFTDataConfig(ConfigModel):
     path: str = ""  # JSONL, one chat transcript per line: {"messages": [{"role": ..., "content": ...}, ...]}
@@ -117,3 +124,10 @@ class SFTConfig(ConfigModel):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(best_metric="loss", best_mode="min"))
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+
+    @model_validator(mode="after")
+    def _one_process(self) -> "SFTConfig":
+        if self.trainer.world_size != 1:
+            raise ValueError("trainer.world_size: temper sft trains in one process (1); FSDP2 ranks are temper "
+                             "train's (algorithm.trainer.world_size)")
+        return self

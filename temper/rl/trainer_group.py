@@ -146,6 +146,10 @@ class TrainerGroup:
 
     def __init__(self, model: str, cfg: RLConfig, world_size: int, log_dir: str | Path, device: str = "cpu",
                  threads: int = 1, seed: int = 0):
+        place = torch.device(device)
+        if place.type == "cuda" and (place.index or 0) + world_size > torch.cuda.device_count():
+            raise TemperError(f"algorithm.trainer.world_size={world_size} on {device}: one GPU per rank is needed, "
+                              f"this machine has {torch.cuda.device_count()} CUDA device(s)")
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.world_size = world_size

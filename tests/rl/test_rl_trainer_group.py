@@ -9,7 +9,7 @@ from temper.errors import TemperError
 from temper.models import save_model
 from temper.models.loading import load_model
 from temper.models.toy import toy_tokenizer
-from temper.rl import RLConfig, Trainer
+from temper.rl import RLConfig, SFTConfig, Trainer
 from temper.rl.trainer_group import TrainerGroup
 
 
@@ -57,3 +57,14 @@ def test_group_steps_like_one_trainer_saves_shards_and_names_a_failing_rank(tmp_
         assert not any(p.is_alive() for p in group.procs)  # the whole group is stopped, none left hanging
     finally:
         group.close()
+
+
+def test_what_ranks_cannot_do_fails_before_any_rank_starts(tmp_path):
+    with pytest.raises(ValueError, match="value head is not sharded"):
+        RLConfig.model_validate({"trainer": {"world_size": 2}, "advantages": {"estimator": "gae"}})
+    with pytest.raises(ValueError, match="temper sft trains in one process"):
+        SFTConfig.model_validate({"trainer": {"world_size": 2}})
+    n = torch.cuda.device_count() + 1  # one rank more than this machine has GPUs
+    with pytest.raises(TemperError, match=f"world_size={n} on cuda: one GPU per rank"):
+        TrainerGroup("unused", RLConfig(), n, tmp_path / "logs", device="cuda")
+    assert not (tmp_path / "logs").exists()
