@@ -5,10 +5,11 @@ measured), wired as `temper train` wires them (temper/orchestrator/train.py): a 
 the staleness budget and `concurrency` allow, a trainer taking staleness-bounded batches and publishing new
 versions, the store's consumption marks committed every step. Only the episodes and the trainer step are
 simulated: `SimBackend` implements the `Backend` protocol; an episode sleeps for a duration drawn per domain
-(lognormal; simulated seconds times `--time-scale`), scores a reward drawn from its task's pass rate, and fails
-for infrastructure reasons at its domain's rate (a reported sandbox crash, or a raised worker error). A few
-tasks are broken (every try fails). Failures go through the real retry path (`faults.with_retries`, backoff
-scaled like time) and out-of-retries tasks through the real quarantine (scheduler + store).
+(lognormal, at most 3x its domain's median; simulated seconds times `--time-scale`), scores a reward drawn from
+its task's pass rate, and fails for infrastructure reasons at its domain's rate, somewhere along the episode (a
+reported sandbox crash, or a raised worker error). A few tasks are broken: every try fails, as it starts.
+Failures go through the real retry path (`faults.with_retries`, backoff scaled like time) and out-of-retries
+tasks through the real quarantine (scheduler + store).
 
 One domain = one suite (`SuiteConfig`: weight, priority, max_concurrency sized so that it does not bind) of
 real `toy` tasks. Each size N runs in a fresh process: N episodes in flight (`orchestrator.concurrency`),
@@ -127,13 +128,17 @@ class SimBackend:
         version = self.version
         self.tries += 1
         self.broken_tries += broken
+        duration = min(3.0, self.rng.lognormvariate(0.0, d.sigma)) * d.median_s * self.scale
+        failed = broken or self.rng.random() < d.infra_rate
+        if failed:  # a broken task fails while its sandbox starts; a crash comes anywhere in the episode
+            duration *= 0.05 if broken else self.rng.random()
         self.active += 1
         self.peak_active = max(self.peak_active, self.active)
         try:
-            await asyncio.sleep(min(3.0, self.rng.lognormvariate(0.0, d.sigma)) * d.median_s * self.scale)
+            await asyncio.sleep(duration)
         finally:
             self.active -= 1
-        if broken or self.rng.random() < d.infra_rate:
+        if failed:
             self.failed_tries += 1
             if self.rng.random() < self.cfg.worker_crash_share:
                 self.worker_crashes += 1
@@ -505,6 +510,8 @@ def main() -> None:
         ap.error(f"--episodes: comma-separated integers, got {args.episodes!r}")
     if not sizes or sizes[0] < args.group_size or args.domains < 1 or args.tasks_per_domain < 1:
         ap.error("--episodes must be >= --group-size, --domains and --tasks-per-domain >= 1")
+    if not (0 <= args.infra_rate <= 1 and 0 <= args.broken_rate <= 1) or args.time_scale < 0 or args.waves <= 0:
+        ap.error("--infra-rate and --broken-rate are shares in [0, 1], --time-scale >= 0, --waves > 0")
     rows = []
     t0 = time.monotonic()
     for n in sizes:
