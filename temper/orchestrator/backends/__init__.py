@@ -30,7 +30,7 @@ def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None, 
                           ray_cfg=o.ray)
     from temper.orchestrator.backends.local import LocalBackend
 
-    return LocalBackend(cfg.model, cfg.engine, suite_specs, spec, o.num_workers, sandbox)
+    return LocalBackend(cfg.model, cfg.engine, suite_specs, spec, o.num_workers, sandbox, device=cfg.runtime.device)
 
 
 __all__ = ["Attempt", "Backend", "BackendExhausted", "make_backend"]
