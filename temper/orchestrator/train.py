@@ -8,6 +8,7 @@
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from temper.envs import parse_spec
@@ -38,6 +39,7 @@ def train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
 
 async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     from temper.models import load_model
+    from temper.orchestrator.ray_trainer_group import RayTrainerGroup
     from temper.rl import Trainer
     from temper.rl.trainer_group import TrainerGroup
 
@@ -52,12 +54,16 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     device = resolve_device(cfg.runtime.device)
     ranks = cfg.algorithm.trainer.world_size  # > 1: FSDP2 ranks in processes of their own (trainer_group.py)
     loaded = load_model(cfg.model, device=device if ranks == 1 else "cpu")  # ranks load their own copies
+    # on the Ray backend the ranks are Ray actors (placed by orchestrator.ray.trainer_resources), else local processes
+    group = (partial(RayTrainerGroup, ray_cfg=cfg.orchestrator.ray) if cfg.orchestrator.backend == "ray"
+             else TrainerGroup)
     trainer = (Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id) if ranks == 1 else
-               TrainerGroup(cfg.model, cfg.algorithm, ranks, run.path / "trainer", device=str(device),
-                            threads=cfg.runtime.threads, seed=cfg.runtime.seed))
+               group(cfg.model, cfg.algorithm, ranks, run.path / "trainer", device=str(device),
+                     threads=cfg.runtime.threads, seed=cfg.runtime.seed))
     scheduler = TaskScheduler.build(list(zip(cfg.suites, suites, strict=True)), cfg.orchestrator.curriculum,
                                     cfg.runtime.seed, exclude={t.id for t in eval_tasks})
-    ranks_seen = {"trainer_world_size": ranks, "trainer_pids": trainer.pids}
+    ranks_seen = {"trainer_world_size": ranks, "trainer_pids": trainer.pids,
+                  "trainer_nodes": getattr(trainer, "nodes", None)}  # a group's: hostnames, or Ray node ids
     if ckpt is not None:  # resume: the checkpoint the store last committed, then undo what came after it
         trainer.load_checkpoint(run.checkpoints / ckpt)
         scheduler.load_state_dict(trainer.data_cursor["scheduler"])

@@ -34,9 +34,10 @@ def init_from_env(backend: str | None = None) -> bool:
     return True
 
 
-def init_rank(rank: int, world_size: int, master_port: int, backend: str) -> None:
-    """Join a process group on 127.0.0.1:master_port (the ranks `temper train` spawns itself)."""
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{master_port}", rank=rank, world_size=world_size)
+def init_rank(rank: int, world_size: int, master_port: int, backend: str, master_addr: str = "127.0.0.1") -> None:
+    """Join a process group on master_addr:master_port (the ranks `temper train` starts itself: rank 0's node)."""
+    dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank,
+                            world_size=world_size)
 
 
 def comm_device() -> torch.device:

@@ -2,9 +2,10 @@
 
 `TrainerRank` is one rank's body: it joins the process group, loads the model and builds a `Trainer`
 in its own process; its constructor takes plain picklable values, so a multiprocessing child (here)
-or a Ray actor can host it. `TrainerGroup` is the driver's side, used as train.py uses a `Trainer`:
-it sends every call to all ranks and waits for their replies, watching each process meanwhile, so a
-rank that dies or raises stops the run with one line (rank, pid, last log lines), never a hang.
+or a Ray actor (temper.orchestrator.ray_trainer_group) can host it. `RankGroup` is the driver's side
+both share, used as train.py uses a `Trainer`: it sends every call to all ranks and waits for their
+replies. `TrainerGroup` hosts the ranks in spawned processes and watches each meanwhile, so a rank
+that dies or raises stops the run with one line (rank, pid, last log lines), never a hang.
 
 Per step the ranks get the same trajectories (and so, as under torchrun, the same global batch);
 rank 0 gathers the full weights once, after the update, and returns them with its StepStats.
@@ -17,6 +18,7 @@ import signal
 import socket
 import sys
 import traceback
+from abc import ABC, abstractmethod
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,9 @@ class TrainerRank:
     """One rank: process group + model + Trainer. Replies are plain values; rank 0's carry the full weights."""
 
     def __init__(self, model: str, cfg: RLConfig, rank: int, world_size: int, master_port: int,
-                 device: str = "cpu", threads: int = 1, seed: int = 0):
+                 device: str = "cpu", threads: int = 1, seed: int = 0, master_addr: str = "127.0.0.1",
+                 gpu: int | None = None):
+        """`gpu`: the CUDA device index to use (a Ray actor sees only the GPU Ray gave it: 0); None: the rank's."""
         from temper.models import load_model
         from temper.rl.trainer import Trainer
         from temper.runtime import seed_everything
@@ -49,9 +53,10 @@ class TrainerRank:
         seed_everything(seed)
         place = torch.device(device)
         if place.type == "cuda":  # one GPU per rank (NCCL refuses two ranks on one device)
-            place = torch.device("cuda", rank if place.index is None else place.index + rank)
+            index = gpu if gpu is not None else rank if place.index is None else place.index + rank
+            place = torch.device("cuda", index)
             torch.cuda.set_device(place)
-        dist.init_rank(rank, world_size, master_port, "nccl" if place.type == "cuda" else "gloo")
+        dist.init_rank(rank, world_size, master_port, "nccl" if place.type == "cuda" else "gloo", master_addr)
         loaded = load_model(model, device=place)
         self.tokenizer = loaded.tokenizer
         self.rank = rank
@@ -97,30 +102,46 @@ class TrainerRank:
             torch.distributed.destroy_process_group()
 
 
-def _host(conn: Connection, log: str, kwargs: dict[str, Any]) -> None:
-    """A rank's process: its output into its log file, then calls from the pipe until close or EOF."""
+def log_to(log: str) -> None:
+    """This process's output (fds 1 and 2: native code's too) appended to a rank's log file."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    os.close(fd)
+
+
+def reply(call: Any, *args: Any) -> tuple[str, Any]:
+    """("ok", call(*args)), or ("error", "Type: message") with the traceback in the rank's log: the driver
+    stops the run, and the rank waits to be closed."""
+    try:
+        return "ok", call(*args)
+    except Exception as e:
+        traceback.print_exc()
+        sys.stderr.flush()
+        return "error", f"{type(e).__name__}: {e}"
+
+
+def _host(conn: Connection, log: str, kwargs: dict[str, Any]) -> None:
+    """A rank's process: its output into its log file, then calls from the pipe until close or EOF."""
+    log_to(log)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle: it closes the ranks
     body = None
-    try:
+
+    def start() -> dict[str, Any]:
+        nonlocal body
         body = TrainerRank(**kwargs)
-        conn.send(("ok", body.info()))
-        while True:
+        return body.info()
+
+    try:
+        kind, value = reply(start)
+        conn.send((kind, value))
+        while body is not None:
             method, args = conn.recv()
-            try:
-                conn.send(("ok", getattr(body, method)(*args)))
-            except Exception as e:  # the driver stops the run; this process waits to be closed
-                traceback.print_exc()
-                conn.send(("error", f"{type(e).__name__}: {e}"))
+            conn.send(reply(getattr(body, method), *args))
             if method == "close":
                 return
     except EOFError:  # the driver is gone (killed): nothing left to serve
         return
-    except Exception as e:
-        traceback.print_exc()
-        conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         sys.stderr.flush()
         if body is not None:
@@ -141,39 +162,32 @@ def _tail(path: Path, n: int = LOG_TAIL) -> str:
     return " | ".join(lines[-n:]) or "(empty log)"
 
 
-class TrainerGroup:
-    """`world_size` TrainerRanks in spawned processes, behind the interface train.py uses of a Trainer."""
+def rank_error(rank: int, pid: int | None, what: str, log: Path, where: str = "") -> TemperError:
+    """The one line a failed rank stops the run with: rank, pid (and `where`: its node), what happened, its log."""
+    return TemperError(f"trainer rank {rank} (pid {pid}{where}) {what}; last log lines of {log}: {_tail(log)}; "
+                       f"resume the run with --resume from its last checkpoint")
 
-    def __init__(self, model: str, cfg: RLConfig, world_size: int, log_dir: str | Path, device: str = "cpu",
-                 threads: int = 1, seed: int = 0):
-        place = torch.device(device)
-        if place.type == "cuda" and (place.index or 0) + world_size > torch.cuda.device_count():
-            raise TemperError(f"algorithm.trainer.world_size={world_size} on {device}: one GPU per rank is needed, "
-                              f"this machine has {torch.cuda.device_count()} CUDA device(s)")
-        self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.world_size = world_size
-        ctx = mp.get_context("spawn")
-        port = free_port()
-        self.procs, self.conns, self.logs = [], [], []
-        for r in range(world_size):
-            log = self.log_dir / f"rank_{r}.log"  # appended to: a resumed run's ranks go on in the same file
-            parent, child = ctx.Pipe()
-            kwargs = {"model": model, "cfg": cfg, "rank": r, "world_size": world_size, "master_port": port,
-                      "device": device, "threads": threads, "seed": seed}
-            proc = ctx.Process(target=_host, args=(child, str(log), kwargs), name=f"temper-trainer-rank-{r}",
-                               daemon=True)  # daemonic: the driver's exit takes the ranks with it
-            proc.start()
-            child.close()
-            self.procs.append(proc)
-            self.conns.append(parent)
-            self.logs.append(log)
-        infos = self._gather()
-        self.pids = [i["pid"] for i in infos]
+
+class RankGroup(ABC):
+    """The driver's side of `world_size` TrainerRanks, behind the interface train.py uses of a Trainer.
+    Hosts implement `_call` (one call on every rank, every reply, or one TemperError line) and `close`."""
+
+    world_size: int
+    logs: list[Path]
+
+    def _started(self, infos: list[dict[str, Any]], nodes: list[str]) -> None:
+        self.pids: list[int] = [i["pid"] for i in infos]
+        self.nodes = nodes  # where each rank ran (the audit log's trainer_nodes)
         self.dtype: str = infos[0]["dtype"]
         self.policy_version: int = infos[0]["policy_version"]
         self.data_cursor: object = None
         self._policy: dict[str, torch.Tensor] | None = None  # rank 0's gathered weights of policy_version
+
+    @abstractmethod
+    def _call(self, method: str, *args: Any) -> list[Any]: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
 
     # ---- the Trainer interface train.py uses ------------------------------------------------------
     def step(self, trajectories: list[Trajectory]) -> StepStats:
@@ -199,6 +213,36 @@ class TrainerGroup:
         self.policy_version, self.data_cursor = got["policy_version"], got["data_cursor"]
         set_rng_state(got["rng"])
         self._policy = None
+
+
+class TrainerGroup(RankGroup):
+    """`world_size` TrainerRanks in spawned processes of this machine."""
+
+    def __init__(self, model: str, cfg: RLConfig, world_size: int, log_dir: str | Path, device: str = "cpu",
+                 threads: int = 1, seed: int = 0):
+        place = torch.device(device)
+        if place.type == "cuda" and (place.index or 0) + world_size > torch.cuda.device_count():
+            raise TemperError(f"algorithm.trainer.world_size={world_size} on {device}: one GPU per rank is needed, "
+                              f"this machine has {torch.cuda.device_count()} CUDA device(s)")
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.world_size = world_size
+        ctx = mp.get_context("spawn")
+        port = free_port()
+        self.procs, self.conns, self.logs = [], [], []
+        for r in range(world_size):
+            log = self.log_dir / f"rank_{r}.log"  # appended to: a resumed run's ranks go on in the same file
+            parent, child = ctx.Pipe()
+            kwargs = {"model": model, "cfg": cfg, "rank": r, "world_size": world_size, "master_port": port,
+                      "device": device, "threads": threads, "seed": seed}
+            proc = ctx.Process(target=_host, args=(child, str(log), kwargs), name=f"temper-trainer-rank-{r}",
+                               daemon=True)  # daemonic: the driver's exit takes the ranks with it
+            proc.start()
+            child.close()
+            self.procs.append(proc)
+            self.conns.append(parent)
+            self.logs.append(log)
+        self._started(self._gather(), [socket.gethostname()] * world_size)
 
     def close(self) -> None:
         """Ask every live rank to leave its process group and exit; kill the ones that do not in time."""
@@ -264,5 +308,4 @@ class TrainerGroup:
             what = f"died ({how})"
         else:
             what = f"failed: {error}"
-        raise TemperError(f"trainer rank {r} (pid {pid}) {what}; last log lines of {self.logs[r]}: "
-                          f"{_tail(self.logs[r])}; resume the run with --resume from its last checkpoint")
+        raise rank_error(r, pid, what, self.logs[r])

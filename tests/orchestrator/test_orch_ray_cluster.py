@@ -1,7 +1,9 @@
 """The Ray backend on a cluster of several nodes, started here with the ray CLI on 127.0.0.1: actors
 go where the resources they ask for are, a sandbox pool runs on a node of its own (the episodes'
 sandbox calls and the audit log are there), `temper train` runs on the cluster, and a node killed
-mid-run leaves a finished run whose lost episodes were retried on the workers left."""
+mid-run leaves a finished run whose lost episodes were retried on the workers left. Trainer ranks
+(world_size 2) go to the node with the `trainer` resource and train as one process does; a killed
+rank actor is one line naming it."""
 
 import asyncio
 import contextlib
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from orch_helpers import tiny_config
+from orch_helpers import metrics, run_tiny, tiny_config
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
@@ -91,7 +93,7 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    """A head (sandbox and drill resources) and a rollout node (two rollout slots)."""
+    """A head (sandbox and drill resources) and a rollout node (two rollout slots, two trainer rank slots)."""
     os.environ.update({k: v for k, v in RAY_ENV.items() if k.startswith("RAY_AUTH")})
     c = Cluster(tmp_path_factory.mktemp("ray-cluster"))
     try:
@@ -104,7 +106,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
             except (ConnectionError, RuntimeError):
                 assert c.procs["head"].poll() is None and time.monotonic() < deadline, f"head did not start: {c.logs}"
                 time.sleep(1)
-        c.start_node("rollout", {"rollout": 2}, cpus=2)
+        c.start_node("rollout", {"rollout": 2, "trainer": 2}, cpus=2)
         c.wait_nodes(2)
         yield c
     finally:
@@ -242,3 +244,88 @@ def test_a_node_lost_mid_run_has_its_episodes_retried(cluster: Cluster, toy_mode
     assert summary["steps"] == 12, summary
     assert training["retries"] > 0 and training.get("failures_worker_error", 0) > 0, training
     assert not summary["quarantined"], summary["quarantined"]  # retried elsewhere, never a task's fault
+
+
+# synchronous (staleness 0), no refills: a run with 2 ranks trains on the rollouts 1 process would
+SYNC = {"orchestrator__group_size": 8, "orchestrator__batch_groups": 2, "orchestrator__max_staleness": 0,
+        "orchestrator__concurrency": 16, "orchestrator__dynamic_sampling": False}
+
+
+def _audit_start(out: Path) -> dict[str, Any]:
+    return next(a for a in map(json.loads, (out / "audit.jsonl").read_text().splitlines()) if a["kind"] == "start")
+
+
+def _gone(pids: list[int], timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.timeout(600)
+def test_trainer_ranks_go_where_trainer_resources_are(cluster: Cluster, toy_model: Path, tmp_path: Path) -> None:
+    out, one = tmp_path / "ranks", tmp_path / "one"
+    proc = _train(cluster, toy_model, out, max_steps=2, algorithm__trainer__world_size=2,
+                  orchestrator__ray__trainer_resources={"trainer": 1}, **SYNC)
+    summary = _finish(proc, out)
+    assert summary["steps"] == 2 and summary["backend"] == "ray"
+    started = _audit_start(out)
+    trainer_node = cluster.node_id("trainer")
+    assert started["trainer_world_size"] == 2 and started["trainer_nodes"] == [trainer_node, trainer_node]
+    assert len(set(started["trainer_pids"])) == 2 and proc.pid not in started["trainer_pids"]
+    assert _gone(started["trainer_pids"]), "rank actors outlived their run"
+    for r in (0, 1):  # each rank's log, in the run folder, shows its two steps
+        assert "step -> version 2" in (out / "trainer" / f"rank_{r}.log").read_text()
+    final = out / "checkpoints" / "step_000002"
+    assert sorted(p.name for p in (final / "dcp").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # the same steps as one trainer in one process on the same rollouts
+    run_tiny(toy_model, one, max_steps=2, eval={"suite": None}, **SYNC)
+    for a, b in zip(metrics(one), metrics(out), strict=True):
+        assert b["trainer/tokens"] == a["trainer/tokens"] and b["reward"] == a["reward"]
+        assert b["trainer/loss"] == pytest.approx(a["trainer/loss"], rel=1e-4, abs=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_impossible_trainer_resources_fail_before_any_rank_starts(cluster: Cluster, tmp_path: Path) -> None:
+    from temper.errors import TemperError
+    from temper.orchestrator.ray_config import RayConfig
+    from temper.orchestrator.ray_trainer_group import RayTrainerGroup
+    from temper.rl import RLConfig
+
+    groups = len(ray.util.placement_group_table())
+    with pytest.raises(TemperError) as err:  # two nodes' worth of "trainer" slots is 2, not 3
+        RayTrainerGroup("unused", RLConfig(), 3, tmp_path / "logs",
+                        ray_cfg=RayConfig(address=cluster.address, trainer_resources={"trainer": 1}))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("orchestrator.ray.trainer_resources={'trainer': 1.0}: "), msg
+    assert "room for 2 of the 3" in msg, msg
+    assert not (tmp_path / "logs").exists() and len(ray.util.placement_group_table()) == groups
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_rank_actor_is_one_line_naming_it(cluster: Cluster, toy_model: Path, tmp_path: Path) -> None:
+    from temper.errors import TemperError
+    from temper.orchestrator.ray_config import RayConfig
+    from temper.orchestrator.ray_trainer_group import RayTrainerGroup
+    from temper.rl import RLConfig
+
+    group = RayTrainerGroup(str(toy_model), RLConfig(), 2, tmp_path / "logs",
+                            ray_cfg=RayConfig(address=cluster.address, trainer_resources={"trainer": 1}))
+    try:
+        node = cluster.node_id("trainer")
+        ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node)
+        assert group.nodes == [node, node] and group.master.startswith(f"{ip}:")  # rank 0's node, not the driver's
+        assert group.policy_state_dict()  # a collective over both ranks: they are up and joined
+        victim = group.pids[1]
+        psutil.Process(victim).kill()
+        with pytest.raises(TemperError) as err:
+            group._call("policy_state_dict")
+        msg = str(err.value)
+        assert "\n" not in msg, msg
+        assert msg.startswith(f"trainer rank 1 (pid {victim}, node {node[:12]} at {ip}) died ("), msg
+        assert f"{tmp_path / 'logs' / 'rank_1.log'}: " in msg and "rank 1/2" in msg, msg  # its last log lines
+        assert group.actors == [] and _gone(group.pids)  # every rank stopped
+    finally:
+        group.close()

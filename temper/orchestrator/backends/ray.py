@@ -221,11 +221,16 @@ class RayBackend:
 
 def describe_death(i: int, pid: int, exc: BaseException) -> str:
     """'rollout worker 1 (pid 123) died: <likely cause>; last log lines: ...'"""
-    text = str(exc)
-    low = text.lower()
+    return (f"rollout worker {i} (Ray actor, pid {pid}) died: {death_cause(exc)}; "
+            f"last log lines: {_log_tail(pid) or '(none)'}")
+
+
+def death_cause(exc: BaseException) -> str:
+    """The likely cause of a Ray actor's death, from its RayActorError."""
+    low = str(exc).lower()
     if "node has died" in low or "node died" in low or ("node was" in low and "dead" in low):
         cause = "its node died or left the cluster (a lost machine, or a raylet killed)"
-    elif "memory" in low or "oom" in low:
+    elif "low on memory" in low or "out of memory" in low:  # Ray's memory monitor (its SIGKILL text names OOM too)
         cause = "out of memory (killed by Ray's memory monitor or the kernel's OOM killer)"
     elif "sigkill" in low or "killed" in low or "exit code -9" in low or "unexpected system error" in low:
         cause = "killed (SIGKILL: often the kernel's OOM killer, or an operator)"
@@ -233,7 +238,7 @@ def describe_death(i: int, pid: int, exc: BaseException) -> str:
         cause = "its process exited (a crash in native code, or an explicit exit)"
     else:
         cause = _first_line(exc)
-    return f"rollout worker {i} (Ray actor, pid {pid}) died: {cause}; last log lines: {_log_tail(pid) or '(none)'}"
+    return cause
 
 
 def _log_tail(pid: int, lines: int = 5) -> str:
@@ -272,4 +277,5 @@ def shutdown() -> None:
         ray.shutdown()
 
 
-__all__ = ["RayBackend", "WorkerDied", "WorkersExhausted", "check_placeable", "connect", "describe_death", "shutdown"]
+__all__ = ["RayBackend", "WorkerDied", "WorkersExhausted", "check_placeable", "connect", "death_cause",
+           "describe_death", "shutdown"]
