@@ -34,7 +34,7 @@ class ModelSolver:
             remote = RemoteGenerationConfig(url=cfg.endpoint, model=cfg.endpoint_model)
             return cls(open_policy(cfg.model, remote=remote), cfg)
         start = time.perf_counter()
-        policy = open_policy(cfg.model, cfg.engine)
+        policy = open_policy(cfg.model, cfg.engine, device=cfg.runtime.device)
         log.info("loaded %s in %.1f s", cfg.model, time.perf_counter() - start)
         return cls(policy, cfg)
 

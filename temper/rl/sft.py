@@ -101,10 +101,10 @@ def run_sft(cfg: SFTConfig, out: str | Path | None = None) -> dict[str, Any]:
     from temper.models import load_model
     from temper.runtime import apply_runtime
 
-    apply_runtime(cfg.runtime)
+    device = apply_runtime(cfg.runtime)
     out = Path(out or cfg.out)
     transcripts = read_chat_jsonl(cfg.data.path)  # before the model loads: bad data fails fast
-    loaded = load_model(cfg.model)
+    loaded = load_model(cfg.model, device=device)
     samples = [transcript_sample(loaded.tokenizer, m, cfg.data.max_tokens, cfg.data.train_on) for m in transcripts]
     rl = RLConfig(optim=cfg.optim, trainer=cfg.trainer, checkpoint=cfg.checkpoint)
     trainer = Trainer(loaded.model, rl, pad_id=loaded.tokenizer.pad_token_id)

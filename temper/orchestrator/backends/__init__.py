@@ -27,7 +27,7 @@ def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None, 
         from temper.orchestrator.backends.ray import RayBackend
 
         return RayBackend(cfg.model, cfg.engine, suite_specs, spec, o.num_workers, sandbox, threads=cfg.runtime.threads,
-                          ray_cfg=o.ray)
+                          ray_cfg=o.ray, device=cfg.runtime.device)
     from temper.orchestrator.backends.local import LocalBackend
 
     return LocalBackend(cfg.model, cfg.engine, suite_specs, spec, o.num_workers, sandbox, device=cfg.runtime.device)

@@ -43,11 +43,12 @@ class RolloutActor:
     """The body of one Ray actor (decorated with ray.remote when the backend starts)."""
 
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, sandbox: Any,
-                 threads: int):
+                 threads: int, device: str = "auto"):
         import torch
 
         torch.set_num_threads(max(1, threads))
-        self.worker = RolloutWorker.start(model, engine_cfg, suite_specs, spec, sandbox)
+        # runtime.device, resolved on the actor's own node ("auto": the GPU Ray gave it, if it asked for one)
+        self.worker = RolloutWorker.start(model, engine_cfg, suite_specs, spec, sandbox, device)
 
     def where(self) -> tuple[int, str]:
         """(pid, Ray node id) of this actor."""
@@ -113,7 +114,7 @@ def check_placeable(field: str, resources: Mapping[str, float], count: int) -> N
 class RayBackend:
     def __init__(self, model: str, engine_cfg: Any, suite_specs: list[str], spec: WorkerSpec, num_workers: int,
                  sandbox: Any = None, threads: int = 1, init_timeout_s: float | None = None,
-                 ray_cfg: RayConfig | None = None):
+                 ray_cfg: RayConfig | None = None, device: str = "auto"):
         try:
             import ray
         except ImportError as exc:
@@ -133,7 +134,7 @@ class RayBackend:
             sandbox = RemotePoolSpec(sb_cfg, self.sandbox_pools)
         actor_cls = ray.remote(**actor_options(cfg.worker_resources), max_restarts=0,
                                max_concurrency=1000)(RolloutActor)
-        self.actors = [actor_cls.remote(model, engine_cfg, suite_specs, spec.salted(i), sandbox, threads)
+        self.actors = [actor_cls.remote(model, engine_cfg, suite_specs, spec.salted(i), sandbox, threads, device)
                        for i in range(num_workers)]
         self.num_workers = num_workers
         self.dead: dict[int, str] = {}
@@ -168,7 +169,8 @@ class RayBackend:
         import ray
 
         live = [i for i in range(self.num_workers) if i not in self.dead]
-        ref = ray.put(dict(state))  # one copy in the object store, read by every actor
+        # one copy in the object store, read by every actor; host tensors (a GPU trainer's would pin its device)
+        ref = ray.put({k: v.cpu() for k, v in state.items()})
         results = await asyncio.gather(*(self.actors[i].load_weights.remote(ref, version) for i in live),
                                        return_exceptions=True)
         for i, r in zip(live, results, strict=True):
