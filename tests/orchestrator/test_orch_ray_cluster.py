@@ -285,6 +285,15 @@ def test_trainer_ranks_go_where_trainer_resources_are(cluster: Cluster, toy_mode
     for a, b in zip(metrics(one), metrics(out), strict=True):
         assert b["trainer/tokens"] == a["trainer/tokens"] and b["reward"] == a["reward"]
         assert b["trainer/loss"] == pytest.approx(a["trainer/loss"], rel=1e-4, abs=1e-6)
+    # --resume: new rank actors load the shards the last ones wrote into the run folder, and go on
+    res = subprocess.run([str(BIN / "temper"), "train", "--resume", str(out), "--set", "max_steps=3"],
+                         env=cluster.env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    resumed = next(a for a in map(json.loads, (out / "audit.jsonl").read_text().splitlines()) if a["kind"] == "resume")
+    assert resumed["trainer_nodes"] == [trainer_node, trainer_node] and resumed["checkpoint"] == "step_000002"
+    assert _gone(resumed["trainer_pids"]), "rank actors outlived their run"
+    assert f"loaded {final} (policy version 2)" in (out / "trainer" / "rank_1.log").read_text()
+    assert [r["step"] for r in metrics(out)] == [1, 2, 3] and metrics(out)[-1]["train_version"] == 2
 
 
 @pytest.mark.timeout(300)

@@ -1,6 +1,8 @@
 """TrainerGroup: two spawned FSDP2 ranks (gloo) behind the Trainer interface; their sharded checkpoint loads
 into one process; an exception inside a rank is one TemperError line naming it, and every rank is stopped."""
 
+import socket
+
 import pytest
 import torch
 from conftest import make_model, make_trajectories
@@ -29,6 +31,7 @@ def test_group_steps_like_one_trainer_saves_shards_and_names_a_failing_rank(tmp_
     group = TrainerGroup(str(folder), _cfg(), 2, tmp_path / "logs")
     try:
         assert len(set(group.pids)) == 2 and all(p.is_alive() for p in group.procs)
+        assert group.nodes == [socket.gethostname()] * 2  # where the ranks run (the audit log's trainer_nodes)
         for s in range(2):
             data = make_trajectories(seed=s, groups=4, obs=True)
             want, got = local.step(data), group.step(data)
