@@ -28,6 +28,15 @@ MARKER = ".run_folder_check"  # written by the driver into the rank log folder; 
 TOKEN_CPU = 0.001  # a placement group bundle must ask for something: an empty trainer_resources asks for this
 
 
+def rank_bundle(resources: dict[str, float]) -> tuple[dict[str, Any], dict[str, float]]:
+    """(the rank actor's Ray options, its placement group bundle) for `trainer_resources`."""
+    opts = actor_options(resources)
+    if not (opts["num_cpus"] or opts["num_gpus"] or any(opts["resources"].values())):
+        opts["num_cpus"] = TOKEN_CPU
+    bundle = {"CPU": opts["num_cpus"], "GPU": opts["num_gpus"], **opts["resources"]}
+    return opts, {k: v for k, v in bundle.items() if v}
+
+
 class RankActor:
     """The body of one rank's Ray actor (decorated with ray.remote when the group starts)."""
 
@@ -83,13 +92,8 @@ class RayTrainerGroup(RankGroup):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.logs = [self.log_dir / f"rank_{r}.log" for r in range(world_size)]
         self.actors: list[Any] = []
-        self.pg = None
         self._remove_pg = remove_placement_group
-        opts = actor_options(rc.trainer_resources)
-        if not (opts["num_cpus"] or opts["num_gpus"] or any(opts["resources"].values())):
-            opts["num_cpus"] = TOKEN_CPU
-        bundle = {"CPU": opts["num_cpus"], "GPU": opts["num_gpus"], **opts["resources"]}
-        bundle = {k: v for k, v in bundle.items() if v}
+        opts, bundle = rank_bundle(rc.trainer_resources)
         self.pg = placement_group([bundle] * world_size, strategy=rc.trainer_placement)
         try:
             ray.get(self.pg.ready(), timeout=rc.init_timeout_s)
@@ -100,20 +104,8 @@ class RayTrainerGroup(RankGroup):
         actor_cls = ray.remote(**opts, max_restarts=0)(RankActor)
         self.actors = [actor_cls.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
             self.pg, placement_group_bundle_index=r)).remote() for r in range(world_size)]
-        token = secrets.token_hex(8)
-        marker = self.log_dir / MARKER
-        marker.write_text(token)
         self.where: list[dict[str, Any]] = [{"pid": None, "node": "?", "ip": "?"}] * world_size
-        self.where = self._gather([a.where.remote(str(marker), token) for a in self.actors], timeout=rc.init_timeout_s)
-        ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}  # the address each node joined with
-        for w in self.where:
-            w["ip"] = ips.get(w["node"], "?")
-        for r, w in enumerate(self.where):
-            if not w["sees_run_folder"]:
-                self.close()
-                raise TemperError(f"trainer rank {r} (pid {w['pid']}, node {w['node'][:12]} at {w['ip']}) cannot "
-                                  f"see the run folder {self.log_dir.parent}: with trainer ranks on several machines "
-                                  f"the run folder must be on a filesystem they all share")
+        self.where = self._placed(rc.init_timeout_s)
         here = ray.get_runtime_context().get_node_id()
         master = "127.0.0.1" if all(w["node"] == here for w in self.where) else self.where[0]["ip"]
         port = ray.get(self.actors[0].free_port.remote(master), timeout=60)
@@ -124,6 +116,24 @@ class RayTrainerGroup(RankGroup):
             for r, a in enumerate(self.actors)])
         self._started(infos, [w["node"] for w in self.where])
         self.master = f"{master}:{port}"
+
+    def _placed(self, timeout: float) -> list[dict[str, Any]]:
+        """Each placed rank's pid, node id and node IP, once each has shown it sees the driver's run folder."""
+        import ray
+
+        token = secrets.token_hex(8)
+        marker = self.log_dir / MARKER
+        marker.write_text(token)
+        where = self._gather([a.where.remote(str(marker), token) for a in self.actors], timeout=timeout)
+        ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}  # the address each node joined with
+        for r, w in enumerate(where):
+            w["ip"] = ips.get(w["node"], "?")
+            if not w["sees_run_folder"]:
+                self.close()
+                raise TemperError(f"trainer rank {r} (pid {w['pid']}, node {w['node'][:12]} at {w['ip']}) cannot "
+                                  f"see the run folder {self.log_dir.parent}: with trainer ranks on several machines "
+                                  f"the run folder must be on a filesystem they all share")
+        return where
 
     def _call(self, method: str, *args: Any) -> list[Any]:
         return self._gather([a.call.remote(method, args) for a in self.actors])

@@ -310,6 +310,12 @@ def test_impossible_trainer_resources_fail_before_any_rank_starts(cluster: Clust
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("orchestrator.ray.trainer_resources={'trainer': 1.0}: "), msg
     assert "room for 2 of the 3" in msg, msg
+    with pytest.raises(TemperError, match=r"^orchestrator\.ray\.trainer_resources=\{\}: runtime\.device=cuda needs "
+                                          r"one GPU per trainer rank"):
+        RayTrainerGroup("unused", RLConfig(), 2, tmp_path / "logs", device="cuda",
+                        ray_cfg=RayConfig(address=cluster.address))
+    with pytest.raises(ValueError, match="resource amounts must be >= 0 \\(trainer\\)"):
+        RayConfig(trainer_resources={"trainer": -1})
     assert not (tmp_path / "logs").exists() and len(ray.util.placement_group_table()) == groups
 
 
