@@ -66,3 +66,12 @@ def tiny_llama() -> Callable[..., "torch.nn.Module"]:
         return LlamaForCausalLM(cfg).eval()
 
     return make
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Test files with the most slow tests first (the order is otherwise kept): scripts/test.sh hands
+    whole files to two workers in this order, and a long file started last would leave one idle."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow[item.path.as_posix()] = slow.get(item.path.as_posix(), 0) + bool(item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path.as_posix()])  # stable: within a file, the written order
