@@ -73,7 +73,9 @@ class TrainerConfig(ConfigModel):
     packing: bool = True  # False: one sequence per row, padded to the micro-batch's longest
     mini_batches: int = 1  # optimizer steps per trainer step (PPO-style updates on the same data)
     gradient_checkpointing: bool = False
-    dtype: Literal["float32", "bfloat16"] = "float32"  # bf16 autocast; ~5x slower on CPUs without native bf16
+    # compute dtype: bf16 autocast over fp32 master weights, or fp32; auto = bf16 on CUDA, fp32 elsewhere (bf16 is
+    # ~5x slower on CPUs without native bf16)
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     logits_chunk: int = 1024  # tokens per chunk when turning hidden states into logprobs
     lora: LoRAConfig = Field(default_factory=LoRAConfig)
     # FSDP2 ranks `temper train` spawns for the trainer (gloo on CPU, NCCL on CUDA); 1: in the driver's process

@@ -33,6 +33,11 @@ from temper.trajectory import Trajectory
 LossFn = Callable[[MicroBatch, Sums], torch.Tensor]
 
 
+def bf16_autocast(dtype: str, device: torch.device) -> bool:
+    """`trainer.dtype`: bf16 autocast (the weights stay fp32) when asked, or by default on CUDA."""
+    return dtype == "bfloat16" or (dtype == "auto" and device.type == "cuda")
+
+
 class Trainer:
     def __init__(self, model: nn.Module, cfg: RLConfig | None = None, ref_model: nn.Module | None = None,
                  pad_id: int = 0):
@@ -163,7 +168,8 @@ class Trainer:
         return (per_token * v["weight"]).sum()
 
     def _autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.trainer.dtype == "bfloat16")
+        return torch.autocast(self.device.type, dtype=torch.bfloat16,
+                              enabled=bf16_autocast(self.cfg.trainer.dtype, self.device))
 
     def update(self, mbs: list[MicroBatch], loss_fn: LossFn, sums: Sums) -> None:
         """Accumulate gradients over the micro-batches, clip, step AdamW and the learning rate."""

@@ -12,6 +12,7 @@ from temper.rl.batching import make_micro_batches, trajectory_sample
 from temper.rl.logprobs import micro_batch_logprobs
 from temper.rl.lora import merged_state_dict
 from temper.rl.optim import lr_factor
+from temper.rl.trainer import bf16_autocast
 
 
 def _cfg(**sections) -> RLConfig:
@@ -268,6 +269,16 @@ def test_bf16_autocast_option_runs_close_to_fp32():
     model = make_model()
     Trainer(model, _cfg(trainer__dtype="bfloat16")).step(trajs)
     assert all(p.dtype == torch.float32 for p in model.parameters())  # fp32 master weights
+
+
+def test_the_default_dtype_is_bf16_on_cuda_and_fp32_on_the_cpu():
+    assert bf16_autocast("auto", torch.device("cuda")) and bf16_autocast("auto", torch.device("cuda", 1))
+    assert not bf16_autocast("auto", torch.device("cpu")) and not bf16_autocast("float32", torch.device("cuda"))
+    assert bf16_autocast("bfloat16", torch.device("cpu"))
+    trajs = make_trajectories()
+    auto = Trainer(make_model(), _cfg()).step(trajs).update.loss
+    assert auto == Trainer(make_model(), _cfg(trainer__dtype="float32")).step(trajs).update.loss
+    assert auto != Trainer(make_model(), _cfg(trainer__dtype="bfloat16")).step(trajs).update.loss
 
 
 def test_gae_without_recompute_and_gradient_checkpointing():
