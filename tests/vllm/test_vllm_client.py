@@ -106,9 +106,11 @@ def test_a_sample_generated_across_an_update_carries_both_versions(client: VllmC
     write_safetensors(perturbed(load_model(str(vllm_toy)).model, seed=3), tmp_path / "v3")
     asyncio.run(client.load_weights_from(str(tmp_path / "v2"), 2))
 
+    n = 1000  # the toy's whole context (1024 positions): long enough to be caught running on a busy machine
+
     async def run() -> list[int]:
         long = asyncio.create_task(client.generate(PROMPT, SamplingParams(
-            temperature=1.0, max_tokens=240, ignore_eos=True, seed=0)))
+            temperature=1.0, max_tokens=n, ignore_eos=True, seed=0)))
         async with httpx.AsyncClient(base_url=server.url) as http:  # until it is generating, then update
             deadline = time.monotonic() + 30
             while "vllm:num_requests_running{" not in (text := (await http.get("/metrics")).text) or \
@@ -120,7 +122,7 @@ def test_a_sample_generated_across_an_update_carries_both_versions(client: VllmC
 
     versions = asyncio.run(run())
     k = versions.index(3)
-    assert 0 < k < 240 and versions == [2] * k + [3] * (240 - k), versions
+    assert 0 < k < n and versions == [2] * k + [3] * (n - k), versions
 
 
 def _gauge(text: str, name: str) -> float:
