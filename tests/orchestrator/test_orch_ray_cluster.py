@@ -276,24 +276,26 @@ def test_trainer_ranks_go_where_trainer_resources_are(cluster: Cluster, toy_mode
     assert started["trainer_world_size"] == 2 and started["trainer_nodes"] == [trainer_node, trainer_node]
     assert len(set(started["trainer_pids"])) == 2 and proc.pid not in started["trainer_pids"]
     assert _gone(started["trainer_pids"]), "rank actors outlived their run"
-    for r in (0, 1):  # each rank's log, in the run folder, shows its two steps
-        assert "step -> version 2" in (out / "trainer" / f"rank_{r}.log").read_text()
-    final = out / "checkpoints" / "step_000002"
+    for r in (0, 1):  # each rank's log, in the run folder, shows its two steps (a step with no signal is skipped)
+        assert (out / "trainer" / f"rank_{r}.log").read_text().count("step -> version ") == 2
+    final = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()  # named by optimizer steps
+    version = json.loads((final / "meta.json").read_text())["policy_version"]
+    assert version >= 1  # at least one of the two steps trained
     assert sorted(p.name for p in (final / "dcp").glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     # the same steps as one trainer in one process on the same rollouts
     run_tiny(toy_model, one, max_steps=2, eval={"suite": None}, **SYNC)
     for a, b in zip(metrics(one), metrics(out), strict=True):
-        assert b["trainer/tokens"] == a["trainer/tokens"] and b["reward"] == a["reward"]
-        assert b["trainer/loss"] == pytest.approx(a["trainer/loss"], rel=1e-4, abs=1e-6)
+        assert b.get("trainer/tokens") == a.get("trainer/tokens") and b["reward"] == a["reward"]
+        assert b.get("trainer/loss") == pytest.approx(a.get("trainer/loss"), rel=1e-4, abs=1e-6)  # None: skipped
     # --resume: new rank actors load the shards the last ones wrote into the run folder, and go on
     res = subprocess.run([str(BIN / "temper"), "train", "--resume", str(out), "--set", "max_steps=3"],
                          env=cluster.env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     resumed = next(a for a in map(json.loads, (out / "audit.jsonl").read_text().splitlines()) if a["kind"] == "resume")
-    assert resumed["trainer_nodes"] == [trainer_node, trainer_node] and resumed["checkpoint"] == "step_000002"
+    assert resumed["trainer_nodes"] == [trainer_node, trainer_node] and resumed["checkpoint"] == final.name
     assert _gone(resumed["trainer_pids"]), "rank actors outlived their run"
-    assert f"loaded {final} (policy version 2)" in (out / "trainer" / "rank_1.log").read_text()
-    assert [r["step"] for r in metrics(out)] == [1, 2, 3] and metrics(out)[-1]["train_version"] == 2
+    assert f"loaded {final} (policy version {version})" in (out / "trainer" / "rank_1.log").read_text()
+    assert [r["step"] for r in metrics(out)] == [1, 2, 3] and metrics(out)[-1]["train_version"] == version
 
 
 @pytest.mark.timeout(300)
