@@ -1,5 +1,6 @@
 """Helpers of the orchestrator tests: the tiny recipe config and a runner."""
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +43,12 @@ def metrics(out: Path) -> list[dict[str, Any]]:
     import json
 
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def snapshot(db_path: Path) -> dict[str, tuple[str, int | None]]:
+    """The run store's trajectories: id -> (status, consumed step)."""
+    db = sqlite3.connect(db_path)
+    try:
+        return {i: (s, c) for i, s, c in db.execute("SELECT id, status, consumed_step FROM trajectories")}
+    finally:
+        db.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from orch_helpers import metrics, run_tiny, tiny_config
+from orch_helpers import metrics, run_tiny, snapshot, tiny_config
 
 from temper.models.checkpoint import load_state_dict
 
@@ -99,14 +99,6 @@ def test_two_ranks_match_one_process(toy_model: Path, tmp_path: Path) -> None:
     assert not torch.equal(w2["model.embed_tokens.weight"], start_w["model.embed_tokens.weight"])  # it trained
     for name, w in w1.items():
         torch.testing.assert_close(w2[name], w, rtol=1e-4, atol=1e-5, msg=name)
-
-
-def snapshot(db_path: Path) -> dict[str, tuple[str, int | None]]:
-    db = sqlite3.connect(db_path)
-    try:
-        return {i: (s, c) for i, s, c in db.execute("SELECT id, status, consumed_step FROM trajectories")}
-    finally:
-        db.close()
 
 
 @pytest.mark.slow

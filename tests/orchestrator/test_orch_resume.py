@@ -12,21 +12,13 @@ import time
 from pathlib import Path
 
 import yaml
-from orch_helpers import tiny_config
+from orch_helpers import snapshot, tiny_config
 
 STEPS, GROUPS = 24, 4
 
 
 def temper(*args: str) -> list[str]:
     return [sys.executable, "-m", "temper", *args]
-
-
-def snapshot(db_path: Path) -> dict[str, tuple[str, int | None]]:
-    db = sqlite3.connect(db_path)
-    try:
-        return {i: (s, c) for i, s, c in db.execute("SELECT id, status, consumed_step FROM trajectories")}
-    finally:
-        db.close()
 
 
 def test_kill9_then_resume_loses_nothing_and_counts_nothing_twice(toy_model: Path, tmp_path: Path) -> None:
