@@ -47,39 +47,31 @@ class AuditLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._size = -1
         self._prev, self._seq = GENESIS, 0
 
     def append(self, sandbox: str, op: str, **fields: Any) -> dict[str, Any]:
+        # Opened per record, not held: a descriptor kept for the process's life is one any stray
+        # double close elsewhere in the process (a library's, a test's) can take away mid-run.
         with self._lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
-                size = os.fstat(self._fd).st_size
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close
+                size = os.fstat(fd).st_size
                 if size != self._size:  # another writer appended: continue its chain
                     self._prev, self._seq, torn = _tail(self.path)
                     if torn:  # a writer died mid-append: end its fragment's line, chain on from the last intact record
-                        size += os.write(self._fd, b"\n")
+                        size += os.write(fd, b"\n")
                 record = {"seq": self._seq, "time": time.time(), "sandbox": sandbox, "op": op, **fields,
                           "prev": self._prev}
                 record["hash"] = _digest(record)
                 line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
-                os.write(self._fd, line)
+                os.write(fd, line)
                 self._size = size + len(line)
                 self._prev, self._seq = record["hash"], self._seq + 1
                 return record
             finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            os.close(self._fd)
+                os.close(fd)
 
 
 def _tail(path: Path) -> tuple[str, int, bool]:

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,6 @@ def test_audit_log_chains_across_writers(tmp_path: Path) -> None:
     a, b = AuditLog(path), AuditLog(path)
     for i in range(5):
         (a if i % 2 else b).append("sb", "exec", i=i)
-    a.close()
-    b.close()
     head = json.loads(path.read_text().splitlines()[-1])["hash"]
     assert verify(path) == (True, f"{path}: 5 records intact, head {head}")
 
@@ -63,15 +62,24 @@ def test_a_torn_last_record_does_not_stop_later_writers(tmp_path: Path) -> None:
     a = AuditLog(path)
     for i in range(3):
         a.append("sb", "exec", i=i)
-    a.close()
     intact = json.loads(path.read_text().splitlines()[-1])
     with open(path, "ab") as f:
         f.write(b'{"seq":3,"time":1.0,"sandbox":"sb","op":"upload","src":"/tmp/x","prev')  # no newline
     b = AuditLog(path)
     rec = b.append("sb", "exec", i=4)
-    b.close()
     assert rec["prev"] == intact["hash"] and rec["seq"] == intact["seq"] + 1
     lines = path.read_text().splitlines()
     assert len(lines) == 5 and json.loads(lines[-1]) == rec
     ok, why = verify(path)
     assert not ok and f"{path}:4: not a JSON record (a torn append" in why
+
+
+def test_the_log_holds_no_descriptor_between_records(tmp_path: Path) -> None:
+    """Seen in CI: a descriptor held for the run was closed by a stray double close elsewhere in the
+    process, and a later sandbox's append failed with EBADF. Between records nothing is held."""
+    before = set(os.listdir("/proc/self/fd"))
+    log = AuditLog(tmp_path / "a.jsonl")
+    log.append("sb", "exec", i=0)
+    assert set(os.listdir("/proc/self/fd")) <= before
+    log.append("sb", "exec", i=1)
+    assert verify(tmp_path / "a.jsonl")[0]
