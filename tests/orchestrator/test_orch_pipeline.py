@@ -13,10 +13,16 @@ def learned(summary: dict) -> bool:
         "change"] == "improved"
 
 
+def outcome(summary: dict) -> dict:
+    """What a failed `learned` shows: the evaluations and the run's staleness."""
+    return {"before": summary["before"]["mean_reward"], "after": summary["after"]["mean_reward"],
+            "change": summary["difference"]["change"], "staleness": summary["training"]["max_staleness_seen"]}
+
+
 def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "sync"
     summary = run_tiny(toy_model, out, orchestrator__max_staleness=0)
-    assert learned(summary), summary
+    assert learned(summary), outcome(summary)
     rows = metrics(out)
     assert len(rows) == 30 and all(r["staleness_max"] == 0 for r in rows)
     assert summary["training"]["max_staleness_seen"] == 0
@@ -38,7 +44,7 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
 def test_asynchronous_run_learns_and_observes_bounded_staleness(toy_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "async"
     summary = run_tiny(toy_model, out, orchestrator__max_staleness=2, eval__every=10)
-    assert learned(summary), summary
+    assert learned(summary), outcome(summary)
     audit = [json.loads(x) for x in (out / "audit.jsonl").read_text().splitlines()]
     mid = [a for a in audit if a["kind"] == "eval" and a["which"].startswith("step")]
     assert mid and mid[0]["n"] == 64  # a low-priority evaluation ran while training went on
@@ -80,7 +86,7 @@ def test_replay_mixes_past_groups_and_partial_rollouts_off_still_learn(toy_model
     out = tmp_path / "replay"
     summary = run_tiny(toy_model, out, orchestrator__replay={"enabled": True, "ratio": 0.25, "capacity": 16},
                        orchestrator__partial_rollouts=False)
-    assert learned(summary), summary
+    assert learned(summary), outcome(summary)
     rows = metrics(out)
     assert sum(r["replayed_groups"] for r in rows) > 0
     db = sqlite3.connect(out / "store.sqlite")

@@ -234,7 +234,8 @@ def test_a_node_lost_mid_run_has_its_episodes_retried(cluster: Cluster, toy_mode
             assert proc.poll() is None, (out.parent / "run.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no step finished"
             time.sleep(0.2)
-        cluster.kill("doomed")  # mid-run: the first step is done, episodes are in flight on both workers
+        _wait_in_flight(out / "store.sqlite", groups=2, deadline=deadline)
+        cluster.kill("doomed")  # mid-run: the first step is done, groups in flight on both workers
         summary = _finish(proc, out)
     finally:
         if proc.poll() is None:
@@ -244,6 +245,22 @@ def test_a_node_lost_mid_run_has_its_episodes_retried(cluster: Cluster, toy_mode
     assert summary["steps"] == 12, summary
     assert training["retries"] > 0 and training.get("failures_worker_error", 0) > 0, training
     assert not summary["quarantined"], summary["quarantined"]  # retried elsewhere, never a task's fault
+
+
+def _wait_in_flight(db_path: Path, groups: int, deadline: float) -> None:
+    """Until `groups` groups are in flight. Groups go round robin in start order, so two in flight
+    are (as good as always) on both workers; right after a step the producer can be idle, held by
+    the staleness bound, and a node killed then has nothing to retry (seen in CI)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    try:
+        while db.execute("SELECT COUNT(DISTINCT group_id) FROM trajectories WHERE status='in_flight'"
+                         ).fetchone()[0] < groups:
+            assert time.monotonic() < deadline, "no groups in flight"
+            time.sleep(0.01)
+    finally:
+        db.close()
 
 
 # synchronous (staleness 0), no refills: a run with 2 ranks trains on the rollouts 1 process would
