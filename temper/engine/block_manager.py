@@ -31,6 +31,8 @@ class BlockManager:
         self.queried_tokens = 0
         self.evictions = 0
         self.epoch = 0  # bumped by invalidate(); KV from an older epoch is never published
+        # bumped each time a block is handed out: (id, generation) names one block's contents for its life
+        self.generation = [0] * num_blocks
 
     @property
     def num_free(self) -> int:
@@ -48,6 +50,7 @@ class BlockManager:
             self.hash[block], self.tokens[block] = None, None
             self.evictions += 1
         self.ref[block] = 1
+        self.generation[block] += 1
         return block
 
     def admit(self, seq: Sequence) -> bool:

@@ -38,6 +38,10 @@ class EngineConfig(ConfigModel):
     prefix_caching: bool = True
     # Decode rows sharing cached prefix blocks (n samples of a prompt) attend to them once per group.
     cascade_attention: bool = True
+    # Those shared prefixes, gathered out of the paged cache, are kept (per layer, fp32) and reused by
+    # the next steps while the groups and their blocks stay the same, within this many bytes; 0 = off
+    # (gathered again every layer and step: at 8 groups of ~300 shared tokens, ~110 MB a step copied).
+    cascade_prefix_bytes: int = Field(512 * 1024**2, ge=0)
     # Decoding rows keep their own keys/values contiguous across steps (see decode_buffer.py)
     # within this many bytes (and never more than the KV cache's), instead of gathering them from
     # the paged cache every step; 0 = off.

@@ -74,6 +74,9 @@ class KVCache:
             self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], 1), torch.float32, device) for _ in "kv")
         self.rotation = hadamard(cfg.head_dim, device) if self.quantized else None
         self._ws: dict[str, torch.Tensor] = {}
+        self._prefix_key: tuple | None = None  # the shared prefixes whose gathers are kept
+        self._prefix_kept: set[tuple[int, str]] = set()  # (layer, k|v) gathered for that key
+        self.prefix_reuses = 0  # gathers of shared prefixes served from the kept copy
 
     @property
     def nbytes(self) -> int:
@@ -88,6 +91,26 @@ class KVCache:
         if buf is None or buf.numel() < n or buf.dtype != dtype:
             buf = self._ws[name] = torch.empty(max(n, 1), dtype=dtype, device=self.device)
         return buf[:n].view(shape)
+
+    def gather_prefix(self, layer: int, which: str, blocks: torch.Tensor, key: tuple) -> torch.Tensor:
+        """gather() of blocks whose KV cannot change while `key` stays the same (a cascade's shared
+        prefixes: full blocks, held by live sequences, named with their generations), kept per layer
+        in a workspace of its own and reused by the steps after."""
+        if key != self._prefix_key:
+            self._prefix_key, self._prefix_kept = key, set()
+        slot = f"_prefix{layer}"
+        if (layer, which) in self._prefix_kept:
+            self.prefix_reuses += 1
+            shape = (self.k.shape[1], blocks.numel(), *self.k.shape[3:])
+            return self.workspace(which + slot, shape, torch.float32)
+        self._prefix_kept.add((layer, which))
+        got = self.gather(layer, which, blocks, "_shared")  # its int8/bf16 scratch is not kept per layer
+        return self.workspace(which + slot, got.shape, torch.float32).copy_(got)
+
+    def prefix_bytes(self, num_blocks: int) -> int:
+        """What keeping `num_blocks` gathered for every layer (keys and values, fp32) takes."""
+        _, hkv, _, bs, d = self.k.shape
+        return 2 * self.k.shape[0] * hkv * num_blocks * bs * d * 4
 
     @staticmethod
     def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

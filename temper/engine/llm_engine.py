@@ -46,7 +46,7 @@ class LLMEngine:
         self.cache = KVCache(mcfg, num_blocks, config.block_size, config.kv_dtype, self.device)
         self.blocks = BlockManager(num_blocks, config.block_size, config.prefix_caching)
         self.scheduler = Scheduler(config, self.blocks)
-        self.runner = ModelRunner(model, self.cache, config)
+        self.runner = ModelRunner(model, self.cache, config, self.blocks.generation)
         self.sampler = Sampler()
         self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0,
                       "forked_samples": 0}

@@ -18,8 +18,12 @@ from temper.models import LlamaForCausalLM
 
 
 class ModelRunner:
-    def __init__(self, model: LlamaForCausalLM, cache: KVCache, config: EngineConfig):
+    def __init__(self, model: LlamaForCausalLM, cache: KVCache, config: EngineConfig,
+                 block_generation: list[int] | None = None):
+        """`block_generation`: the block manager's (see BlockManager.generation); without it the
+        cascade's shared prefixes are gathered again every step."""
         self.model, self.cache, self.config = model, cache, config
+        self.block_generation = block_generation
         self.block_size = cache.block_size
         self.device = cache.device
         # Off the CPU, decode rows attend through torch SDPA (fused kernels); the CPU keeps its measured
@@ -147,8 +151,11 @@ class ModelRunner:
         shared_tokens = torch.tensor([len(shared) * bs for _, shared in groups], device=dev)
         allowed = torch.arange(max_blocks * bs, device=dev)[None, :] < shared_tokens[:, None]  # [Gr, P * bs]
         mask = additive(allowed)
+        keep = self.block_generation is not None and \
+            self.cache.prefix_bytes(len(blocks)) <= self.config.cascade_prefix_bytes
+        key = tuple((b, self.block_generation[b]) for b in blocks) if keep else None
         return Cascade(torch.tensor(blocks, device=dev), mask.view(1, len(groups), 1, -1),
-                       torch.tensor(rows, device=dev), torch.tensor(back, device=dev), len(groups), max_rows)
+                       torch.tensor(rows, device=dev), torch.tensor(back, device=dev), len(groups), max_rows, key)
 
 
 def additive(allowed: torch.Tensor) -> torch.Tensor:

@@ -43,6 +43,9 @@ class Cascade:
     back: torch.Tensor  # [B] each decode row's group slot, or Gr * R (no group: a null slot)
     num_groups: int
     max_rows: int
+    # (block, generation) of every prefix block: while it is the same, so are the gathered prefixes,
+    # which the cache then keeps across steps; None: gathered again each layer and step.
+    key: tuple | None = None
 
 
 @dataclass
@@ -158,14 +161,14 @@ class PagedAttention:
         weights = scores.sub_(peak).exp_()
         total = weights.sum(-1, keepdim=True)
         out = torch.matmul(weights, values)  # unnormalised
-        keys = self.cache.gather(layer, "k", c.blocks, "_shared").view(hkv, c.num_groups, -1, d)
+        keys = self._prefix(layer, "k", c).view(hkv, c.num_groups, -1, d)
         qs = qg.index_select(1, c.rows).view(hkv, c.num_groups, c.max_rows * g, d)
         s = torch.matmul(qs, keys.transpose(-1, -2))  # [Hkv, Gr, R * G, P * bs]
         s += c.mask
         s_peak = s.amax(-1, keepdim=True)
         w = s.sub_(s_peak).exp_()
         s_total = w.sum(-1, keepdim=True)
-        vals = self.cache.gather(layer, "v", c.blocks, "_shared").view(hkv, c.num_groups, -1, d)
+        vals = self._prefix(layer, "v", c).view(hkv, c.num_groups, -1, d)
         s_out = torch.matmul(w, vals)  # [Hkv, Gr, R * G, D]
 
         def per_row(x: torch.Tensor, null: float) -> torch.Tensor:  # group slots -> decode rows
@@ -177,6 +180,11 @@ class PagedAttention:
         new_peak = torch.maximum(peak, s_peak)
         a, k = torch.exp(s_peak - new_peak), torch.exp(peak - new_peak)
         return (s_out * a + out * k) / (s_total * a + total * k)
+
+    def _prefix(self, layer: int, which: str, c: Cascade) -> torch.Tensor:
+        if c.key is None:
+            return self.cache.gather(layer, which, c.blocks, "_shared")
+        return self.cache.gather_prefix(layer, which, c.blocks, c.key)
 
     def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         ctx = seg.start + seg.length

@@ -1,4 +1,5 @@
-"""The engine's speed paths (fused q/k/v and gate/up, MKL's packed weights: `EngineConfig.packed_weights`)
+"""The engine's speed paths (fused q/k/v and gate/up, MKL's packed weights: `EngineConfig.packed_weights`,
+shared prefixes kept across steps: `cascade_prefix_bytes`)
 change no output: seeded sampling and greedy decoding give the same tokens with and without them,
 weight loads reach them, and they really ran."""
 
@@ -61,3 +62,49 @@ def test_int8_kv_prefix_caching_and_speculation_on_the_packed_weights():
     again = fast.generate([prompt], greedy)[0]
     assert first.token_ids == again.token_ids == plain.generate([prompt], greedy)[0].token_ids
     assert again.num_cached_prompt_tokens > 0 and fast.stats["accepted_tokens"] > 0
+
+
+def test_shared_prefixes_are_gathered_once_and_change_no_sample():
+    """The n samples of a prompt attend to its cached blocks once per group (cascade attention); the
+    gathered prefixes are kept across steps (`cascade_prefix_bytes`), which changes no token."""
+    model = tiny_pair(seed=3)[0]
+    kept, plain = (LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, cascade_prefix_bytes=b))
+                   for b in (64 * 1024**2, 0))
+    prompts = random_prompts([70, 45, 90], 512, seed=8)
+    params = SamplingParams(temperature=1.0, max_tokens=24, n=4, seed=13)
+    a, b = kept.generate(prompts, params), plain.generate(prompts, params)
+    assert [c.token_ids for c in a] == [c.token_ids for c in b]
+    torch.testing.assert_close(torch.tensor([c.logprobs for c in a]), torch.tensor([c.logprobs for c in b]))
+    assert kept.runner.cascade_rows > 0 and kept.cache.prefix_reuses > 0  # kept copies served later steps
+    assert plain.cache.prefix_reuses == 0
+
+
+def test_a_kept_prefix_is_named_by_its_blocks_generations():
+    """Freed blocks are handed out again with new contents: the kept gather is named by (block,
+    generation), so the same ids with a new generation are gathered again, never served stale."""
+    from temper.engine.kv_cache import KVCache
+
+    cfg = tiny_pair(seed=3)[0].config
+    cache = KVCache(cfg, num_blocks=4, block_size=16, kv_dtype="fp32")
+    blocks = torch.tensor([2, 1])
+    cache.k[0, :, 1:3] = 1.0
+    first = cache.gather_prefix(0, "k", blocks, ((2, 1), (1, 1))).clone()
+    cache.k[0, :, 1:3] = 2.0  # the blocks' next owners wrote them
+    assert torch.equal(cache.gather_prefix(0, "k", blocks, ((2, 1), (1, 1))), first)  # kept: not re-read
+    assert cache.prefix_reuses == 1
+    assert (cache.gather_prefix(0, "k", blocks, ((2, 2), (1, 2))) == 2.0).all()  # new generation: gathered
+
+
+def test_blocks_handed_out_again_get_a_new_generation_and_samples_stay_the_same():
+    """Over rounds of new prompts on a small cache, blocks are evicted and handed out again; with the
+    kept prefixes every round samples what the plain engine does."""
+    model = tiny_pair(seed=3)[0]
+    kw = dict(block_size=16, kv_budget_bytes=200_000)
+    kept, plain = (LLMEngine(copy.deepcopy(model), None, EngineConfig(cascade_prefix_bytes=b, **kw))
+                   for b in (64 * 1024**2, 0))
+    params = SamplingParams(temperature=1.0, max_tokens=16, n=4, seed=14)
+    for seed in (9, 10, 11, 12):  # same lengths, other tokens
+        prompts = random_prompts([48, 48], 512, seed=seed)
+        assert [c.token_ids for c in kept.generate(prompts, params)] == \
+            [c.token_ids for c in plain.generate(prompts, params)]
+    assert max(kept.blocks.generation) >= 3 and kept.cache.prefix_reuses > 0
