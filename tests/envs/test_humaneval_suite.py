@@ -44,3 +44,22 @@ def test_one_episode_whole_function_and_body_answers() -> None:
     assert asyncio.run(episode(RIGHT_WHOLE)) == 1.0
     assert asyncio.run(episode(WRONG_WHOLE)) == 0.0
     assert asyncio.run(suite.run_oracle(task)).value == 1.0  # the body-only canonical completion
+
+
+def test_a_program_is_failed_by_the_cpu_it_burns_not_by_a_loaded_host() -> None:
+    """The runner's limit is CPU time: a spinning program is stopped with a line that says so, while a
+    program that waits (as a correct one does on a busy host) for longer than its CPU budget still passes."""
+    from temper.envs.sandboxes import as_provider
+    from temper.envs.suites.humaneval import check_programs
+
+    async def run() -> list:
+        provider = as_provider(None)
+        sb = await provider.acquire()
+        try:
+            return await check_programs(sb, ["while True: pass\n", "import time\ntime.sleep(1.5)\n"], cpu_s=1)
+        finally:
+            await provider.release(sb)
+
+    spin, wait = asyncio.run(run())
+    assert spin.value == 0.0 and spin.info["error"] == "used more than 1s of CPU", spin.info
+    assert wait.value == 1.0, wait.info

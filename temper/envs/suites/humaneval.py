@@ -17,17 +17,18 @@ from temper.sandbox import Sandbox
 
 INSTRUCTION = ("Complete the following Python function. Answer with the complete function in a ```python code "
                "block.\n\n```python\n{prompt}```")
-PROGRAM_TIMEOUT_S = 10.0
+PROGRAM_CPU_S = 10  # CPU seconds per program (the runner gives each 6x that of wall time)
 
 
-async def check_programs(sb: Sandbox, programs: list[str], workers: int = 2) -> list[Reward]:
-    """Run each program in its own process in `sb`; exit 0 = the tests passed."""
+async def check_programs(sb: Sandbox, programs: list[str], workers: int = 2,
+                         cpu_s: int = PROGRAM_CPU_S) -> list[Reward]:
+    """Run each program in its own process in `sb`, with `cpu_s` of CPU; exit 0 = the tests passed."""
     names = [f"/tmp/he/{i}.py" for i in range(len(programs))]
     for name, prog in zip(names, programs, strict=True):
         await call(sb.write_file, name, prog)
     await call(sb.write_file, "/tmp/he/runner.py", RUNNER)
-    timeout = PROGRAM_TIMEOUT_S * (len(programs) / workers + 2)
-    r = await call(sb.exec, ["python3", "/tmp/he/runner.py", str(PROGRAM_TIMEOUT_S), str(workers), *names],
+    timeout = 6 * cpu_s * (len(programs) / workers + 2)  # the runner's wall limit per program, in turn
+    r = await call(sb.exec, ["python3", "/tmp/he/runner.py", str(cpu_s), str(workers), *names],
                    timeout=timeout)
     results = {o["file"]: o for o in (json.loads(x) for x in r.stdout.decode().splitlines() if x.startswith("{"))}
     if len(results) != len(names):

@@ -8,18 +8,25 @@ import re
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
 
-# Runs many programs in one sandbox exec (each in its own process, with its own timeout) and
-# prints one JSON line per program: batching makes 164 problems one round trip, not 164.
+# Runs many programs in one sandbox exec (each in its own process, with its own limits) and
+# prints one JSON line per program: batching makes 164 problems one round trip, not 164. The limit
+# that fails a program is CPU time (RLIMIT_CPU), which a loaded host does not stretch; the wall
+# limit, a multiple of it, only catches programs that sleep or block.
 RUNNER = r'''
-import json, subprocess, sys
+import json, resource, signal, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
-files, timeout, workers = sys.argv[3:], float(sys.argv[1]), int(sys.argv[2])
+files, cpu_s, workers = sys.argv[3:], int(float(sys.argv[1])), int(sys.argv[2])
+WALL_S = 6 * cpu_s
+def limit():
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
 def run(path):
     try:
-        r = subprocess.run([sys.executable, path], capture_output=True, timeout=timeout)
-        return {"file": path, "exit": r.returncode, "err": r.stderr.decode(errors="replace")[-500:]}
+        r = subprocess.run([sys.executable, path], capture_output=True, timeout=WALL_S, preexec_fn=limit)
     except subprocess.TimeoutExpired:
-        return {"file": path, "exit": None, "err": f"timed out after {timeout}s"}
+        return {"file": path, "exit": None, "err": f"timed out after {WALL_S}s of wall time"}
+    if r.returncode == -signal.SIGXCPU:
+        return {"file": path, "exit": None, "err": f"used more than {cpu_s}s of CPU"}
+    return {"file": path, "exit": r.returncode, "err": r.stderr.decode(errors="replace")[-500:]}
 with ThreadPoolExecutor(workers) as pool:
     for out in pool.map(run, files):
         print(json.dumps(out), flush=True)
