@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from temper.agent.runner import sample_seed
 from temper.errors import TemperError
 from temper.orchestrator.backends.protocol import Attempt, Backend, BackendExhausted
 from temper.orchestrator.config import OrchestratorConfig
@@ -75,6 +76,10 @@ class Pipeline:
         self.changed = asyncio.Condition()
         self.tasks: set[asyncio.Task] = set()
         self.rr = 0
+        # Episode seeds: (run seed, task, the group's ordinal in the run, episode), so a run's samples do
+        # not hang on the order its requests reach an engine (or which engine), and a resumed run goes on
+        # from where it stopped instead of redrawing its first groups' samples.
+        self.seed, self.ordinal = seed, store.groups_started()
         self.producer: asyncio.Task | None = None
         self.error: BaseException | None = None
         self.stopped = False  # training rollouts are over: lower-priority work no longer yields
@@ -120,9 +125,11 @@ class Pipeline:
         worker = self.rr % self.backend.num_workers  # taken before any await: groups go round robin in start order
         self.rr += 1
         task, gid = sched.task, f"{sched.task.id}-{uuid.uuid4().hex[:8]}"
+        draw = f"{task.id}#{self.ordinal}"
+        self.ordinal += 1
         await asyncio.to_thread(self.store.start_group, gid, task.id, task.domain, self.cfg.group_size)
         try:
-            results = await self._run_episodes(sched, gid, worker)
+            results = await self._run_episodes(sched, gid, worker, draw)
         except BackendExhausted as exc:  # stop the run; the store keeps this group unfinished (resume redoes it)
             async with self.changed:
                 self.error = self.error or exc
@@ -132,10 +139,11 @@ class Pipeline:
         status = await self._classify(sched, group, results)
         await self._commit(sched, group, status, [r.attempts for r in results])
 
-    async def _run_episodes(self, sched: ScheduledGroup, gid: str, worker: int) -> list[Attempt]:
-        """The group's n episodes on one worker, each retried on infrastructure failures."""
+    async def _run_episodes(self, sched: ScheduledGroup, gid: str, worker: int, draw: str) -> list[Attempt]:
+        """The group's n episodes on one worker, each retried (with its seed) on infrastructure failures."""
         def episode(k: int) -> Callable[[int], Awaitable[Attempt]]:
-            return lambda _try: self.backend.run_episode(worker, sched.suite_index, sched.task.id, gid, k)
+            seed = sample_seed(self.seed, draw, k)
+            return lambda _try: self.backend.run_episode(worker, sched.suite_index, sched.task.id, gid, k, seed=seed)
 
         return list(await asyncio.gather(*(with_retries(episode(k), self.cfg.retry)
                                            for k in range(self.cfg.group_size))))

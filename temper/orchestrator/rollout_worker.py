@@ -110,15 +110,15 @@ class RolloutWorker:
         return cls(policy, suites, spec)
 
     async def run_episode(self, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
-        """One episode. Infrastructure failures come back in `Attempt.failure` (or raise, for a
-        crashed worker); the agent's own mistakes are just a low reward."""
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
+        """One episode, sampled with `seed` (None: the engine's next). Infrastructure failures come back
+        in `Attempt.failure` (or raise, for a crashed worker); the agent's own mistakes are just a low reward."""
         suite = self.suites[suite_index]
         task = self.tasks[suite_index][task_id]
         if not eval_mode:
             self.faults.maybe_crash_worker(f"episode {group_id}/{index}")
         agent = self.spec.eval_agent if eval_mode else self.spec.agent
-        episode = run_episode(self.client, self.tokenizer, suite, task, self.sandboxes, agent, group_id=group_id,
+        episode = run_episode(self.client, self.tokenizer, suite, task, self.sandboxes, agent, seed, group_id=group_id,
                               episode_id=str(index), wrap_env=None if eval_mode else self.faults.wrap)
         result = await asyncio.wait_for(episode, agent.episode_timeout_s + agent.tool_grace_s)
         self.stats["episodes"] += 1

@@ -147,6 +147,9 @@ class Store:
         rows = self._rows("SELECT step, checkpoint FROM steps WHERE checkpoint IS NOT NULL ORDER BY step DESC LIMIT 1")
         return (rows[0][0], rows[0][1]) if rows else (0, None)
 
+    def groups_started(self) -> int:
+        return self._rows("SELECT COUNT(DISTINCT group_id) FROM trajectories")[0][0]
+
     def counts(self) -> dict[str, int]:
         return dict(self._rows("SELECT status, COUNT(*) FROM trajectories GROUP BY status"))
 

@@ -24,13 +24,15 @@ class EpisodeBackend:
     def __init__(self, rewards: Callable[[int, int], float] = lambda g, k: float(k == 0), hold: bool = False):
         self.rewards, self.version, self.started = rewards, 0, 0
         self.groups: list[str] = []  # group ids in the order their first episode started
+        self.seeds: dict[tuple[str, int], int | None] = {}  # (task, episode index) -> its sampling seed, in order
         self.release = asyncio.Event()
         if not hold:
             self.release.set()
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
         self.started += 1
+        self.seeds[(group_id, index)] = seed
         if group_id not in self.groups:
             self.groups.append(group_id)
         version = self.version
@@ -170,3 +172,30 @@ def test_low_priority_runs_only_in_spent_budget_and_training_never_waits(tmp_pat
         await pipe.stop()
 
     run(main)
+
+
+def test_episode_seeds_follow_the_groups_order_in_the_run_not_the_engines(tmp_path: Path) -> None:
+    """Every episode carries a seed of (run seed, task, the group's ordinal, episode): distinct within a
+    group, the same in a second run (whatever order its requests reach an engine), and a pipeline on
+    the same store (a resumed run) goes on from the groups already started instead of redrawing them."""
+    def seeds(path: Path) -> list[tuple[str, list]]:
+        async def main() -> None:
+            backend = EpisodeBackend()
+            pipe = pipeline(path, backend, max_staleness=0, batch_groups=2, dynamic_sampling=False)
+            pipe.start()
+            await pipe.next_batch()
+            await pipe.stop()
+            out.extend((g.rsplit("-", 1)[0], [backend.seeds[(g, k)] for k in (0, 1)]) for g in backend.groups)
+
+        out: list[tuple[str, list]] = []
+        run(main)
+        return out
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, again = seeds(tmp_path / "a"), seeds(tmp_path / "b")
+    assert first == again and len(first) >= 2
+    flat = [s for _, pair in first for s in pair]
+    assert None not in flat and len(set(flat)) == len(flat)  # distinct episodes, distinct samples
+    resumed = seeds(tmp_path / "a")  # the same store: its groups count on from the first run's
+    assert not {s for _, pair in resumed for s in pair} & set(flat)

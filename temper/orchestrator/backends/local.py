@@ -17,8 +17,8 @@ class LocalBackend:
         self.update_ms: float | None = None
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
-        return await self.workers[worker].run_episode(suite_index, task_id, group_id, index, eval_mode)
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
+        return await self.workers[worker].run_episode(suite_index, task_id, group_id, index, eval_mode, seed)
 
     async def push_weights(self, state: dict, version: int) -> None:
         start = time.perf_counter()

@@ -57,8 +57,8 @@ class RolloutActor:
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
     async def run_episode(self, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
-        return await self.worker.run_episode(suite_index, task_id, group_id, index, eval_mode)
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
+        return await self.worker.run_episode(suite_index, task_id, group_id, index, eval_mode, seed)
 
     async def load_weights(self, state: dict, version: int) -> None:
         await self.worker.load_weights(state, version)
@@ -156,10 +156,10 @@ class RayBackend:
             raise WorkersExhausted("every rollout worker died; last: " + list(self.dead.values())[-1])
         return worker if worker in live else live[worker % len(live)]
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
         i = self._live(worker)
         try:
-            return await self.actors[i].run_episode.remote(suite_index, task_id, group_id, index, eval_mode)
+            return await self.actors[i].run_episode.remote(suite_index, task_id, group_id, index, eval_mode, seed)
         except Exception as exc:
             self._check_dead(i, exc)
             raise

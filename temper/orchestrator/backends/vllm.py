@@ -108,12 +108,12 @@ class VllmBackend:
         return worker if worker in live else live[worker % len(live)]
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
         """The episode on server `worker` (another one if it is down). If the server goes down under it
         (the health monitor saw it dead or hung), the episode ends at once as an engine failure."""
         i = self._live(worker)
         episode = await self._unless_down(i, self.workers[i].run_episode(suite_index, task_id, group_id, index,
-                                                                         eval_mode))
+                                                                         eval_mode, seed))
         if episode.cancelled():
             return Attempt([], 1, FailureKind.ENGINE_ERROR, self.down.get(i, f"vLLM server {i} is down"))
         try:
