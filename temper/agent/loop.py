@@ -149,7 +149,9 @@ class Episode:
 
     async def generate(self) -> tuple[Any, str, TurnRecord]:
         room = self.cfg.max_context_tokens - len(self.tr)
-        params = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p, seed=self.seed,
+        # a seed per turn (the episode's, plus the turn's index): turns do not reuse one another's draws
+        seed = None if self.seed is None else self.seed + len(self.turns)
+        params = SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p, seed=seed,
                                 max_tokens=max(1, min(self.cfg.max_turn_tokens, room)))
         t = time.monotonic()
         try:

@@ -65,6 +65,14 @@ def test_single_turn_answer_retry_with_hint_then_reward(scripted, smollm2_tokeni
     assert res.reward.components == {"correctness": 1.0, "format": 1.0}
 
 
+def test_a_seeded_episode_gives_each_turn_a_seed_of_its_own(scripted, smollm2_tokenizer) -> None:
+    suite = parse_spec("reasoning_gym:task=basic_arithmetic,n=1,seed=1")
+    task = suite.tasks()[0]
+    client = scripted(["Let me think.\nIt is a subtraction\nof numbers.", f"<answer>{task.oracle}</answer>"])
+    res = asyncio.run(AgentLoop(client, smollm2_tokenizer).run(suite.make_env(task), seed=1234))
+    assert len(res.turns) == 2 and [p.seed for _, p in client.requests] == [1234, 1235]
+
+
 def test_repeated_failures_get_a_fallback_hint_then_end_the_episode(scripted, smollm2_tokenizer) -> None:
     suite, task = _terminal_task("text-word-count")
     client = scripted(["<tool_call>{broken</tool_call>"] * 10)
