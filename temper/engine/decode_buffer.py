@@ -38,6 +38,11 @@ class BufferStep:
     refill_blocks: torch.Tensor  # [R * M] their own blocks, padded by repeating a real block
     refill_tokens: int  # M * block_size
 
+    def __post_init__(self) -> None:
+        # where each row's new token goes (every layer writes there: computed once per step, not per layer)
+        self.rows = torch.arange(self.lengths.shape[0], device=self.lengths.device)
+        self.last = self.lengths - 1
+
 
 class DecodeBuffer:
     def __init__(self, cfg: ModelConfig, budget_bytes: int, max_slots: int, device: torch.device | str = "cpu"):

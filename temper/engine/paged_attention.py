@@ -133,7 +133,7 @@ class PagedAttention:
                 dst[buf.refill_slots, :, :t] = g.view(hkv, -1, t, d).transpose(0, 1)
             if not stored_as_is:
                 x = self.cache.read(layer, which, meta.write_blocks[:b], meta.write_offsets[:b]).transpose(0, 1)
-            dst[torch.arange(b, device=q.device), :, buf.lengths - 1] = x
+            dst[buf.rows, :, buf.last] = x
         qg = (q * d**-0.5).view(b, hkv, hq // hkv, d)  # [B, Hkv, G, D]
         keys, values = kb[:b, :, :buf.max_length], vb[:b, :, :buf.max_length]  # [B, Hkv, L, D] views
         if meta.cascade is not None:
