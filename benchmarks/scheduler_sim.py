@@ -122,7 +122,7 @@ class SimBackend:
         self.scale = scale(cfg)
 
     async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
-                          eval_mode: bool = False) -> Attempt:
+                          eval_mode: bool = False, seed: int | None = None) -> Attempt:
         d = self.domains[suite_index]
         p_pass, broken = self.tasks[suite_index][task_id]
         version = self.version
