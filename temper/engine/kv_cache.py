@@ -70,6 +70,7 @@ class KVCache:
         self.quantized = kv_dtype == "int8"
         shape = (cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size, cfg.head_dim)
         self.k, self.v = (lazy_zeros(shape, DTYPES[kv_dtype], device) for _ in "kv")
+        self._layer_kv = list(zip(self.k.unbind(0), self.v.unbind(0), strict=True))  # views, made once
         if self.quantized:
             self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], 1), torch.float32, device) for _ in "kv")
         self.rotation = hadamard(cfg.head_dim, device) if self.quantized else None
@@ -120,6 +121,13 @@ class KVCache:
     def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor,
               v: torch.Tensor) -> None:
         """Store k, v [N, kv_heads, head_dim] at (block, offset) pairs."""
+        if not self.quantized:  # the hot path, once per layer and step: as few ops as it takes
+            ks, vs = self._layer_kv[layer]
+            if k.dtype != ks.dtype:  # index_put does not cast
+                k, v = k.to(ks.dtype), v.to(ks.dtype)
+            ks[:, blocks, offsets] = k.transpose(0, 1)
+            vs[:, blocks, offsets] = v.transpose(0, 1)
+            return
         for cache, x, scales in ((self.k, k, "k_scale"), (self.v, v, "v_scale")):
             if self.quantized:
                 x, s = self.quantize(x.float() @ self.rotation)
