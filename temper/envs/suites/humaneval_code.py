@@ -17,8 +17,10 @@ import json, resource, signal, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 files, cpu_s, workers = sys.argv[3:], int(float(sys.argv[1])), int(sys.argv[2])
 WALL_S = 6 * cpu_s
-def limit():
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+def limit():  # never above the sandbox's own hard limit (raising it would fail)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    cap = cpu_s + 1 if hard == resource.RLIM_INFINITY else min(cpu_s + 1, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(cpu_s, cap), cap))
 def run(path):
     try:
         r = subprocess.run([sys.executable, path], capture_output=True, timeout=WALL_S, preexec_fn=limit)
