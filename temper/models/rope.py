@@ -97,8 +97,7 @@ class RotaryEmbedding(torch.nn.Module):
             if seq_len > self.cfg.max_position_embeddings:
                 inv_freq, _ = inverse_frequencies(self.cfg, seq_len, positions.device)
         freqs = positions[..., None].float() * inv_freq
-        sin = freqs.sin() * self.scale
-        cos, sin = (freqs.cos() * self.scale).to(dtype), sin.to(dtype)
+        cos, sin = (freqs.cos() * self.scale).to(dtype), (freqs.sin() * self.scale).to(dtype)
         return torch.cat((cos, cos), dim=-1).unsqueeze(-2), torch.cat((-sin, sin), dim=-1).unsqueeze(-2)
 
 

@@ -75,10 +75,10 @@ class Pipeline:
         self.replay = ReplayBuffer(cfg.replay, random.Random(seed)) if cfg.replay.enabled else None
         self.changed = asyncio.Condition()
         self.tasks: set[asyncio.Task] = set()
-        self.rr = 0
-        # Episode seeds: (run seed, task, the group's ordinal in the run, episode), so a run's samples do
-        # not hang on the order its requests reach an engine (or which engine), and a resumed run goes on
-        # from where it stopped instead of redrawing its first groups' samples.
+        # Groups are numbered in start order, over the run's processes: the number picks the worker (round
+        # robin) and seeds the episodes (run seed, task, number, episode), so a run's samples do not hang on
+        # the order its requests reach an engine (or which engine), and a resumed run goes on from where it
+        # stopped instead of redrawing its first groups' samples.
         self.seed, self.ordinal = seed, store.groups_started()
         self.producer: asyncio.Task | None = None
         self.error: BaseException | None = None
@@ -122,11 +122,10 @@ class Pipeline:
 
     async def _run_group(self, sched: ScheduledGroup) -> None:
         """One group, in three steps: run its episodes, classify it, commit it."""
-        worker = self.rr % self.backend.num_workers  # taken before any await: groups go round robin in start order
-        self.rr += 1
+        n, self.ordinal = self.ordinal, self.ordinal + 1  # taken before any await: in start order
+        worker = n % self.backend.num_workers
         task, gid = sched.task, f"{sched.task.id}-{uuid.uuid4().hex[:8]}"
-        draw = f"{task.id}#{self.ordinal}"
-        self.ordinal += 1
+        draw = f"{task.id}#{n}"
         await asyncio.to_thread(self.store.start_group, gid, task.id, task.domain, self.cfg.group_size)
         try:
             results = await self._run_episodes(sched, gid, worker, draw)

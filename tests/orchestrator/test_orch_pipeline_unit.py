@@ -24,7 +24,7 @@ class EpisodeBackend:
     def __init__(self, rewards: Callable[[int, int], float] = lambda g, k: float(k == 0), hold: bool = False):
         self.rewards, self.version, self.started = rewards, 0, 0
         self.groups: list[str] = []  # group ids in the order their first episode started
-        self.seeds: dict[tuple[str, int], int | None] = {}  # (task, episode index) -> its sampling seed, in order
+        self.seeds: dict[tuple[str, int], int | None] = {}  # (group id, episode index) -> its sampling seed
         self.release = asyncio.Event()
         if not hold:
             self.release.set()

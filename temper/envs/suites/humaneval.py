@@ -17,7 +17,8 @@ from temper.sandbox import Sandbox
 
 INSTRUCTION = ("Complete the following Python function. Answer with the complete function in a ```python code "
                "block.\n\n```python\n{prompt}```")
-PROGRAM_CPU_S = 10  # CPU seconds per program (the runner gives each 6x that of wall time)
+PROGRAM_CPU_S = 10  # CPU seconds per program
+WALL_PER_CPU = 6  # its wall time, as a multiple: only programs that wait or block reach it
 
 
 async def check_programs(sb: Sandbox, programs: list[str], workers: int = 2,
@@ -27,9 +28,9 @@ async def check_programs(sb: Sandbox, programs: list[str], workers: int = 2,
     for name, prog in zip(names, programs, strict=True):
         await call(sb.write_file, name, prog)
     await call(sb.write_file, "/tmp/he/runner.py", RUNNER)
-    timeout = 6 * cpu_s * (len(programs) / workers + 2)  # the runner's wall limit per program, in turn
-    r = await call(sb.exec, ["python3", "/tmp/he/runner.py", str(cpu_s), str(workers), *names],
-                   timeout=timeout)
+    wall_s = WALL_PER_CPU * cpu_s
+    r = await call(sb.exec, ["python3", "/tmp/he/runner.py", str(cpu_s), str(wall_s), str(workers), *names],
+                   timeout=wall_s * (len(programs) / workers + 2))
     results = {o["file"]: o for o in (json.loads(x) for x in r.stdout.decode().splitlines() if x.startswith("{"))}
     if len(results) != len(names):
         raise RuntimeError(f"humaneval runner: {len(results)}/{len(names)} results (exit {r.exit_code}): "

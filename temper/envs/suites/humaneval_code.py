@@ -15,17 +15,17 @@ _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
 RUNNER = r'''
 import json, resource, signal, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
-files, cpu_s, workers = sys.argv[3:], int(float(sys.argv[1])), int(sys.argv[2])
-WALL_S = 6 * cpu_s
+cpu_s, wall_s, workers = (int(a) for a in sys.argv[1:4])
+files = sys.argv[4:]
 def limit():  # never above the sandbox's own hard limit (raising it would fail)
     hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
     cap = cpu_s + 1 if hard == resource.RLIM_INFINITY else min(cpu_s + 1, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (min(cpu_s, cap), cap))
 def run(path):
     try:
-        r = subprocess.run([sys.executable, path], capture_output=True, timeout=WALL_S, preexec_fn=limit)
+        r = subprocess.run([sys.executable, path], capture_output=True, timeout=wall_s, preexec_fn=limit)
     except subprocess.TimeoutExpired:
-        return {"file": path, "exit": None, "err": f"timed out after {WALL_S}s of wall time"}
+        return {"file": path, "exit": None, "err": f"timed out after {wall_s}s of wall time"}
     if r.returncode == -signal.SIGXCPU:
         return {"file": path, "exit": None, "err": f"used more than {cpu_s}s of CPU"}
     return {"file": path, "exit": r.returncode, "err": r.stderr.decode(errors="replace")[-500:]}
