@@ -52,6 +52,13 @@ def select_blocks(src: torch.Tensor, blocks: torch.Tensor, out: torch.Tensor, pe
         torch.index_select(src, 1, blocks, out=out)
 
 
+def transposed_keys(gathered: torch.Tensor, groups: int) -> torch.Tensor:
+    """Gathered keys [Hkv, Gr * P, bs, D] of `groups` prefixes as one [D, P * bs] matrix per head and
+    prefix: [Hkv, Gr, D, P * bs]."""
+    hkv, d = gathered.shape[0], gathered.shape[-1]
+    return gathered.view(hkv, groups, -1, d).transpose(-1, -2).contiguous()
+
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
 
 
@@ -93,20 +100,23 @@ class KVCache:
             buf = self._ws[name] = torch.empty(max(n, 1), dtype=dtype, device=self.device)
         return buf[:n].view(shape)
 
-    def gather_prefix(self, layer: int, which: str, blocks: torch.Tensor, key: tuple) -> torch.Tensor:
+    def gather_prefix(self, layer: int, which: str, blocks: torch.Tensor, key: tuple, groups: int) -> torch.Tensor:
         """gather() of blocks whose KV cannot change while `key` stays the same (a cascade's shared
         prefixes: full blocks, held by live sequences, named with their generations), kept per layer
-        in a workspace of its own and reused by the steps after."""
+        in a workspace of its own and reused by the steps after. Keys are kept as `transposed_keys`
+        of the `groups` prefixes, values as gathered."""
         if key != self._prefix_key:
             self._prefix_key, self._prefix_kept = key, set()
         slot = f"_prefix{layer}"
+        _, hkv, _, bs, d = self.k.shape
+        shape = (hkv, groups, d, blocks.numel() // groups * bs) if which == "k" else (hkv, blocks.numel(), bs, d)
+        kept = self.workspace(which + slot, shape, torch.float32)
         if (layer, which) in self._prefix_kept:
             self.prefix_reuses += 1
-            shape = (self.k.shape[1], blocks.numel(), *self.k.shape[3:])
-            return self.workspace(which + slot, shape, torch.float32)
+            return kept
         self._prefix_kept.add((layer, which))
         got = self.gather(layer, which, blocks, "_shared")  # its int8/bf16 scratch is not kept per layer
-        return self.workspace(which + slot, got.shape, torch.float32).copy_(got)
+        return kept.copy_(transposed_keys(got, groups) if which == "k" else got)
 
     def prefix_bytes(self, num_blocks: int) -> int:
         """What keeping `num_blocks` gathered for every layer (keys and values, fp32) takes."""

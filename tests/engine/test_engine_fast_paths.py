@@ -87,12 +87,14 @@ def test_a_kept_prefix_is_named_by_its_blocks_generations():
     cfg = tiny_pair(seed=3)[0].config
     cache = KVCache(cfg, num_blocks=4, block_size=16, kv_dtype="fp32")
     blocks = torch.tensor([2, 1])
-    cache.k[0, :, 1:3] = 1.0
-    first = cache.gather_prefix(0, "k", blocks, ((2, 1), (1, 1))).clone()
+    cache.k[0, :, 1:3] = torch.randn(cache.k[0, :, 1:3].shape)
+    first = cache.gather_prefix(0, "k", blocks, ((2, 1), (1, 1)), 1).clone()
+    # kept as one [head_dim, tokens] matrix per head: the gathered keys, transposed
+    assert torch.equal(first, cache.gather(0, "k", blocks).flatten(1, 2).transpose(-1, -2)[:, None])
     cache.k[0, :, 1:3] = 2.0  # the blocks' next owners wrote them
-    assert torch.equal(cache.gather_prefix(0, "k", blocks, ((2, 1), (1, 1))), first)  # kept: not re-read
+    assert torch.equal(cache.gather_prefix(0, "k", blocks, ((2, 1), (1, 1)), 1), first)  # kept: not re-read
     assert cache.prefix_reuses == 1
-    assert (cache.gather_prefix(0, "k", blocks, ((2, 2), (1, 2))) == 2.0).all()  # new generation: gathered
+    assert (cache.gather_prefix(0, "k", blocks, ((2, 2), (1, 2)), 1) == 2.0).all()  # new generation: gathered
 
 
 def test_blocks_handed_out_again_get_a_new_generation_and_samples_stay_the_same():
