@@ -34,7 +34,7 @@ from temper.models import load_model
 
 # aten op -> category (first match on a prefix); anything else is "other"
 CATEGORIES = [
-    ("linear", ("aten::addmm", "aten::mm", "aten::linear", "mkl::_mkl_linear")),
+    ("linear", ("aten::addmm", "aten::mm", "aten::linear", "mkl::_mkl_linear", "mkldnn::_linear_pointwise")),
     ("attention", ("aten::matmul", "aten::bmm", "aten::_softmax", "aten::softmax", "aten::scaled_dot_product",
                    "aten::_scaled_dot_product", "aten::amax", "aten::exp", "aten::baddbmm")),
     ("copies/indexing", ("aten::copy_", "aten::index", "aten::index_put", "aten::cat", "aten::clone",
@@ -120,7 +120,7 @@ def ops(engine: LLMEngine, steps: int) -> tuple[dict[str, float], list[tuple[str
     by_cat: dict[str, float] = defaultdict(float)
     top = []
     for ev in prof.key_averages():
-        if not ev.key.startswith(("aten::", "mkl::")):
+        if not ev.key.startswith(("aten::", "mkl::", "mkldnn::")):
             continue
         ms = ev.self_cpu_time_total / 1e3 / steps
         by_cat[category(ev.key)] += ms

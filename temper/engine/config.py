@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import Field
 
 from temper.config import ConfigModel
+from temper.models.fused_linear import PackChoice
 
 
 class SpeculativeConfig(ConfigModel):
@@ -46,9 +47,10 @@ class EngineConfig(ConfigModel):
     # within this many bytes (and never more than the KV cache's), instead of gathering them from
     # the paged cache every step; 0 = off.
     decode_buffer_bytes: int = Field(2 * 1024**3, ge=0)
-    # fp32 on CPU: the linear layers and the head run on MKL's packed weight layout (one more copy of
-    # the weights, repacked after a weight load; 1.3-2x faster GEMMs at 16-64 rows on this CPU).
-    packed_weights: bool = True
+    # fp32 on CPU: the linear layers and the head run on a GEMM library's prepacked weights (one more copy
+    # of the weights, repacked after a weight load): "onednn" (1.4-2.2x MKL on AMD EPYC), "mkl" (MKL's
+    # packed SGEMM), "auto" (mkl on Intel CPUs, onednn elsewhere), "off" (F.linear). See fused_linear.py.
+    packed_weights: PackChoice = "auto"
     max_model_len: int | None = None  # default: the model's max_position_embeddings
     # Attention over the cache for long prompts runs in query chunks of this many tokens, so
     # no [T, T] score matrix is ever materialised.

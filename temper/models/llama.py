@@ -6,9 +6,9 @@ without renaming. The attention itself is a pluggable backend (see `attention.py
 
 `fuse_projections()` (the rollout engine calls it) makes q/k/v_proj's weights views of one
 [q; k; v] matrix and gate/up_proj's of one [gate; up] matrix, so that inference runs one GEMM where
-there were three and two; the parameters stay the same objects (optimizers and in-place weight
-loads keep working, and write through to the fused matrix). Training (grad enabled) runs the
-separate projections, so gradients land on the parameters as before.
+there were three and two, optionally on prepacked weights (`fused_linear.py`); the parameters stay
+the same objects (optimizers and in-place weight loads keep working, and write through to the fused
+matrix). Training (grad enabled) runs the separate projections, so gradients land on them as before.
 """
 
 import torch
@@ -17,92 +17,8 @@ from torch import nn
 
 from temper.models.attention import AttentionBackend, CausalAttention
 from temper.models.config import ModelConfig
+from temper.models.fused_linear import FusedLinear, PackChoice, packable, packed_kernel, project, runs_fused
 from temper.models.rope import RotaryEmbedding, apply_rotary
-
-
-class FusedLinear:
-    """One or more nn.Linear of the same input as one GEMM at inference. Several: their weights (and
-    biases) become row blocks of one matrix, the same Parameter objects re-pointed at it, and the
-    output is split back. `pack`: the matrix is also kept in MKL's packed GEMM layout (1.3-2x faster
-    at 16-64 rows here; one more copy of the weights), repacked whenever a weight changed in place
-    (each Parameter keeps its own version counter, bumped by every in-place write to it)."""
-
-    PACK_ROWS = 64  # the row count MKL's packing is tuned for (any count runs on it)
-    # Rows for which the packed GEMM is used: one row is a matrix-vector product (memory-bound, and
-    # plain sgemv was as fast), long prefill chunks ran faster on plain sgemm (measured, 2 threads).
-    PACKED_ROWS = range(2, 257)
-
-    def __init__(self, linears: list[nn.Linear], pack: bool = False):
-        self.linears, self.sizes = linears, [lin.out_features for lin in linears]
-        if len(linears) == 1:
-            self.weight, self.bias = linears[0].weight, linears[0].bias
-        else:
-            with torch.no_grad():
-                self.weight = torch.cat([lin.weight for lin in linears])
-                self.bias = torch.cat([lin.bias for lin in linears]) if linears[0].bias is not None else None
-                for lin, w in zip(linears, self.weight.split(self.sizes), strict=True):
-                    lin.weight.data = w
-                if self.bias is not None:
-                    for lin, b in zip(linears, self.bias.split(self.sizes), strict=True):
-                        lin.bias.data = b
-        self.ptrs = self._ptrs()
-        self.pack = pack and packable(self.weight)
-        self._packed: torch.Tensor | None = None
-        self._packed_version = -1
-
-    def __reduce__(self):
-        """A copied or pickled model gets no fused view (its parameters are new tensors, and MKL's packed
-        layout cannot be copied): it runs the separate projections until fused again."""
-        return _no_fusion, ()
-
-    def _ptrs(self) -> list[int]:
-        return [lin.weight.data_ptr() for lin in self.linears] + \
-            ([lin.bias.data_ptr() for lin in self.linears] if self.bias is not None else [])
-
-    def usable(self) -> bool:
-        """Inference on still-shared storage (`.to()`, FSDP or a reassigned `.data` would have moved a
-        weight off the fused matrix: then the separate projections run)."""
-        return not torch.is_grad_enabled() and self._ptrs() == self.ptrs
-
-    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        y = self.matmul(x)
-        return y.split(self.sizes, dim=-1) if len(self.sizes) > 1 else (y,)
-
-    def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """All the projections' outputs side by side, [..., sum(sizes)]."""
-        if self.pack and x.numel() // x.shape[-1] in self.PACKED_ROWS:
-            w = self.weight
-            version = sum(lin.weight._version for lin in self.linears) + w._version
-            if self._packed_version != version:
-                self._packed = torch.ops.mkl._mkl_reorder_linear_weight(w.detach(), self.PACK_ROWS)
-                self._packed_version = version
-            rows = x.reshape(-1, x.shape[-1])  # its row count must be the call's (else MKL falls back to mm)
-            y = torch.ops.mkl._mkl_linear(rows, self._packed, w, self.bias, rows.shape[0])
-            y = y.view(*x.shape[:-1], y.shape[-1])
-        else:
-            y = F.linear(x, self.weight, self.bias)
-        return y
-
-
-def _no_fusion() -> None:
-    return None
-
-
-def packable(w: torch.Tensor) -> bool:
-    return w.device.type == "cpu" and w.dtype == torch.float32 and torch.backends.mkl.is_available()
-
-
-def runs_fused(fused: FusedLinear | None, linears: tuple[nn.Linear, ...]) -> bool:
-    """Fused, usable, and still over these very projections (one swapped since, e.g. for a LoRA
-    wrapper, would be skipped by the fused matrix)."""
-    return fused is not None and fused.usable() and all(a is b for a, b in zip(fused.linears, linears, strict=True))
-
-
-def project(fused: FusedLinear | None, linears: tuple[nn.Linear, ...], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The linears' outputs: one fused GEMM when `runs_fused`, else one call each."""
-    if runs_fused(fused, linears):
-        return fused(x)
-    return tuple(lin(x) for lin in linears)
 
 
 class RMSNorm(nn.Module):
@@ -228,24 +144,26 @@ class LlamaForCausalLM(nn.Module):
         x = self.model.norm(x)
         return x[0] if squeeze else x
 
-    def fuse_projections(self, pack: bool = False) -> None:
-        """One GEMM for q/k/v and one for gate/up at inference, and with `pack` every linear layer and
-        the head on MKL's packed weights (see the module docstring). Idempotent."""
+    def fuse_projections(self, pack: PackChoice = "off") -> None:
+        """One GEMM for q/k/v and one for gate/up at inference; with a packed kernel (see
+        `fused_linear.py`) every linear layer and the head also run on its prepacked weights. Idempotent."""
+        kernel = packed_kernel(pack)
+
         def fused(current: FusedLinear | None, linears: list[nn.Linear]) -> FusedLinear | None:
             if any(type(lin) is not nn.Linear for lin in linears):  # e.g. LoRA wrappers: run as they are
                 return None
-            if current is None or current.ptrs != current._ptrs() or current.pack != (pack and packable(
-                    linears[0].weight)):
-                return FusedLinear(linears, pack)
+            want = kernel if packable(linears[0].weight) else None
+            if current is None or current.ptrs != current._ptrs() or current.kernel != want:
+                return FusedLinear(linears, want)
             return current
 
         for layer in self.model.layers:
             a, m = layer.self_attn, layer.mlp
             a.qkv = fused(a.qkv, [a.q_proj, a.k_proj, a.v_proj])
             m.gate_up = fused(m.gate_up, [m.gate_proj, m.up_proj])
-            if pack:
+            if kernel:
                 a.out, m.down = fused(a.out, [a.o_proj]), fused(m.down, [m.down_proj])
-        if pack:
+        if kernel:
             self.head = fused(self.head, [self.lm_head])
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -1,26 +1,30 @@
-"""The engine's speed paths (fused q/k/v and gate/up, MKL's packed weights: `EngineConfig.packed_weights`,
+"""The engine's speed paths (fused q/k/v and gate/up, oneDNN's or MKL's packed weights: `EngineConfig.packed_weights`,
 shared prefixes kept across steps: `cascade_prefix_bytes`)
 change no output: seeded sampling and greedy decoding give the same tokens with and without them,
 weight loads reach them, and they really ran."""
 
 import copy
 
+import pytest
 import torch
 from engine_helpers import random_prompts, tiny_pair
 
 from temper.engine import EngineConfig, LLMEngine
 from temper.generation import SamplingParams
 
+KERNELS = ["onednn", "mkl"]
 
-def engines(**kw) -> tuple[LLMEngine, LLMEngine]:
+
+def engines(kernel: str = "auto", **kw) -> tuple[LLMEngine, LLMEngine]:
     model = tiny_pair(seed=3)[0]
-    fast = LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, packed_weights=True, **kw))
-    plain = LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, packed_weights=False, **kw))
+    fast = LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, packed_weights=kernel, **kw))
+    plain = LLMEngine(copy.deepcopy(model), None, EngineConfig(block_size=16, packed_weights="off", **kw))
     return fast, plain
 
 
-def test_seeded_sampling_and_greedy_are_the_same_with_and_without_packed_weights():
-    fast, plain = engines()
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_seeded_sampling_and_greedy_are_the_same_with_and_without_packed_weights(kernel: str):
+    fast, plain = engines(kernel)
     prompts = random_prompts([40, 7, 90], 512, seed=5)
     for params in (SamplingParams(temperature=1.0, max_tokens=24, n=4, seed=11),
                    SamplingParams(temperature=0.7, top_p=0.9, max_tokens=24, n=2, seed=12),
@@ -30,13 +34,14 @@ def test_seeded_sampling_and_greedy_are_the_same_with_and_without_packed_weights
         for x, y in zip(a, b, strict=True):
             torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4, rtol=1e-4)
     layer = fast.model.model.layers[0]
-    assert layer.self_attn.qkv.pack and layer.self_attn.qkv._packed is not None  # the packed GEMM ran
+    assert layer.self_attn.qkv.kernel == kernel and layer.self_attn.qkv._packed is not None  # the packed GEMM ran
     assert layer.mlp.gate_up._packed is not None and fast.model.head._packed is not None
-    assert not plain.model.model.layers[0].self_attn.qkv.pack
+    assert plain.model.model.layers[0].self_attn.qkv.kernel is None
 
 
-def test_a_weight_load_reaches_the_packed_weights():
-    fast, plain = engines()
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_weight_load_reaches_the_packed_weights(kernel: str):
+    fast, plain = engines(kernel)
     prompt = random_prompts([60], 512, seed=6)[0]
     greedy = SamplingParams(temperature=0, max_tokens=12)
     before = fast.generate([prompt], greedy)[0].token_ids

@@ -1,5 +1,5 @@
-"""`LlamaForCausalLM.fuse_projections`: one GEMM for q/k/v and gate/up, optionally on MKL's packed
-weights, at inference only; the parameters stay the objects optimizers and weight loads hold."""
+"""`LlamaForCausalLM.fuse_projections`: one GEMM for q/k/v and gate/up, optionally on oneDNN's or MKL's
+packed weights, at inference only; the parameters stay the objects optimizers and weight loads hold."""
 
 import copy
 
@@ -27,9 +27,12 @@ def logits(model: LlamaForCausalLM, ids: torch.Tensor) -> torch.Tensor:
         return model.logits(ids)
 
 
-@pytest.mark.parametrize("pack", [False, True])
+KERNELS = ["onednn", "mkl"]
+
+
+@pytest.mark.parametrize("pack", ["off", *KERNELS])
 @pytest.mark.parametrize("bias", [False, True])
-def test_fused_inference_equals_the_separate_projections(pack: bool, bias: bool):
+def test_fused_inference_equals_the_separate_projections(pack: str, bias: bool):
     model = tiny(attention_bias=bias)
     ids = torch.randint(0, 256, (3, 17))
     want = logits(model, ids)
@@ -44,15 +47,26 @@ def test_fused_inference_equals_the_separate_projections(pack: bool, bias: bool)
     with torch.inference_mode():
         assert a.qkv.usable() and m.gate_up.usable()
     torch.testing.assert_close(logits(model, ids), want, atol=1e-5, rtol=1e-5)
-    if pack:
-        assert a.qkv._packed is not None and model.head is not None and model.head._packed is not None
+    if pack != "off":  # the packed kernel ran (one row too: oneDNN runs every row count)
+        assert a.qkv.kernel == pack and a.qkv._packed is not None and model.head._packed is not None
+        torch.testing.assert_close(logits(model, ids[:1, :1]), want[:1, :1], atol=1e-5, rtol=1e-5)
 
 
-def test_in_place_changes_reach_the_fused_and_packed_weights():
+def test_auto_picks_mkl_on_intel_and_onednn_elsewhere(monkeypatch):
+    from temper.models import fused_linear
+
+    for vendor, kernel in (("GenuineIntel", "mkl"), ("AuthenticAMD", "onednn"), ("", "onednn")):
+        monkeypatch.setattr(fused_linear, "cpu_vendor", lambda v=vendor: v)
+        assert fused_linear.packed_kernel("auto") == kernel
+    assert fused_linear.packed_kernel("off") is None
+
+
+@pytest.mark.parametrize("pack", KERNELS)
+def test_in_place_changes_reach_the_fused_and_packed_weights(pack: str):
     """An optimizer step (training runs the separate projections, grads on the parameters) and an
     in-place copy both show in the next fused inference: the packed copy is rebuilt."""
     model = tiny()
-    model.fuse_projections(pack=True)
+    model.fuse_projections(pack=pack)
     ids = torch.randint(0, 256, (2, 9))
     before = logits(model, ids)
     packed = model.model.layers[0].self_attn.qkv._packed
@@ -75,9 +89,10 @@ def test_in_place_changes_reach_the_fused_and_packed_weights():
     torch.testing.assert_close(logits(model, ids), logits(reference, ids), atol=1e-5, rtol=1e-5)
 
 
-def test_a_copied_or_moved_model_falls_back_to_the_separate_projections():
+@pytest.mark.parametrize("pack", KERNELS)
+def test_a_copied_or_moved_model_falls_back_to_the_separate_projections(pack: str):
     model = tiny()
-    model.fuse_projections(pack=True)
+    model.fuse_projections(pack=pack)
     ids = torch.randint(0, 256, (1, 7))
     logits(model, ids)  # packed now: MKL's packed layout cannot be copied, the copy gets no fused view
     moved = copy.deepcopy(model)
@@ -88,9 +103,9 @@ def test_a_copied_or_moved_model_falls_back_to_the_separate_projections():
         assert not model.model.layers[0].self_attn.qkv.usable()
         got = model.logits(ids)
     torch.testing.assert_close(got.float(), logits(moved, ids), atol=1e-4, rtol=1e-4)
-    model.fuse_projections(pack=True)  # fused again on the new storage; float64 is not packed
+    model.fuse_projections(pack=pack)  # fused again on the new storage; float64 is not packed
     with torch.inference_mode():
-        assert model.model.layers[0].self_attn.qkv.usable() and not model.model.layers[0].self_attn.qkv.pack
+        assert model.model.layers[0].self_attn.qkv.usable() and model.model.layers[0].self_attn.qkv.kernel is None
 
 
 def test_lora_wrapped_projections_are_not_fused_over():
@@ -101,13 +116,13 @@ def test_lora_wrapped_projections_are_not_fused_over():
     for fuse_first in (True, False):
         model = tiny()
         if fuse_first:
-            model.fuse_projections(pack=True)
+            model.fuse_projections(pack="auto")
         apply_lora(model, rank=4)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if "lora_B" in name:
                     p.normal_(0, 0.5)  # a non-zero adapter: fusing over it would change the output
         want = logits(copy.deepcopy(model), ids)  # a copy runs unfused
-        model.fuse_projections(pack=True)
+        model.fuse_projections(pack="auto")
         assert model.model.layers[0].self_attn.qkv is None and model.model.layers[0].mlp.gate_up is not None
         torch.testing.assert_close(logits(model, ids), want, atol=1e-5, rtol=1e-5)
