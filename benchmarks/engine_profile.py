@@ -36,7 +36,8 @@ from temper.models import load_model
 CATEGORIES = [
     ("linear", ("aten::addmm", "aten::mm", "aten::linear", "mkl::_mkl_linear", "mkldnn::_linear_pointwise")),
     ("attention", ("aten::matmul", "aten::bmm", "aten::_softmax", "aten::softmax", "aten::scaled_dot_product",
-                   "aten::_scaled_dot_product", "aten::amax", "aten::exp", "aten::baddbmm")),
+                   "aten::_scaled_dot_product", "aten::amax", "aten::exp", "aten::baddbmm",
+                   "temper::decode_attention")),
     ("copies/indexing", ("aten::copy_", "aten::index", "aten::index_put", "aten::cat", "aten::clone",
                          "aten::contiguous", "aten::_index_put", "aten::index_select", "aten::gather",
                          "aten::masked_fill", "aten::zeros", "aten::empty", "aten::fill_", "aten::to",
@@ -55,8 +56,8 @@ def category(name: str) -> str:
     return "other"
 
 
-def decoding_engine(lm, batch: int, prompts: list[list[int]], steps: int) -> LLMEngine:
-    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3))
+def decoding_engine(lm, batch: int, prompts: list[list[int]], steps: int, kernel: str = "auto") -> LLMEngine:
+    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3, attention_kernel=kernel))
     for i in range(batch):
         engine.add_request(prompts[i % len(prompts)], SamplingParams(temperature=1.0, seed=i, ignore_eos=True,
                                                                      max_tokens=3 * steps + 16))
@@ -120,7 +121,7 @@ def ops(engine: LLMEngine, steps: int) -> tuple[dict[str, float], list[tuple[str
     by_cat: dict[str, float] = defaultdict(float)
     top = []
     for ev in prof.key_averages():
-        if not ev.key.startswith(("aten::", "mkl::", "mkldnn::")):
+        if not ev.key.startswith(("aten::", "mkl::", "mkldnn::", "temper::")):
             continue
         ms = ev.self_cpu_time_total / 1e3 / steps
         by_cat[category(ev.key)] += ms
@@ -137,13 +138,14 @@ def main() -> None:
     p.add_argument("--batches", default="1,64")
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--prompt-tokens", type=int, default=300)
+    p.add_argument("--attention-kernel", default="auto", help="auto, native or torch (EngineConfig.attention_kernel)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model)
     prompts = rollout_prompts(lm.tokenizer, 8, args.prompt_tokens)
     result: dict = {"model": args.model, "threads": args.threads}
     for b in map(int, args.batches.split(",")):
-        engine = decoding_engine(lm, b, prompts, args.steps)
+        engine = decoding_engine(lm, b, prompts, args.steps, args.attention_kernel)
         ph = phases(engine, args.steps)
         cats, top = ops(engine, args.steps)
         print(f"\nbatch {b}: {ph['step']:.1f} ms per decode step")

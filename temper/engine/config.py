@@ -51,6 +51,10 @@ class EngineConfig(ConfigModel):
     # of the weights, repacked after a weight load): "onednn" (1.4-2.2x MKL on AMD EPYC), "mkl" (MKL's
     # packed SGEMM), "auto" (mkl on Intel CPUs, onednn elsewhere), "off" (F.linear). See fused_linear.py.
     packed_weights: PackChoice = "auto"
+    # Decode attention on the CPU (fp32 cache): "native" is the C++ kernel (native_kernels.py, built once
+    # per machine; an error where it cannot be built), "torch" the torch ops, "auto" the kernel where it
+    # builds and torch ops otherwise (said once in the log).
+    attention_kernel: Literal["auto", "native", "torch"] = "auto"
     max_model_len: int | None = None  # default: the model's max_position_embeddings
     # Attention over the cache for long prompts runs in query chunks of this many tokens, so
     # no [T, T] score matrix is ever materialised.

@@ -86,6 +86,10 @@ class KVCache:
         self._prefix_kept: set[tuple[int, str]] = set()  # (layer, k|v) gathered for that key
         self.prefix_reuses = 0  # gathers of shared prefixes served from the kept copy
 
+    def layer_kv(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer's keys and values [Hkv, blocks, block_size, D], as views."""
+        return self._layer_kv[layer]
+
     @property
     def nbytes(self) -> int:
         total = self.k.nbytes + self.v.nbytes

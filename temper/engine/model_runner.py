@@ -9,6 +9,7 @@ step's metadata goes to the device once, and no layer copies anything between ho
 
 import torch
 
+from temper.engine import native_kernels
 from temper.engine.config import EngineConfig
 from temper.engine.decode_buffer import DecodeBuffer
 from temper.engine.kv_cache import KVCache
@@ -29,6 +30,10 @@ class ModelRunner:
         # Off the CPU, decode rows attend through torch SDPA (fused kernels); the CPU keeps its measured
         # matmul path (see paged_attention.py). Tests flip it to check both give the same tokens.
         self.sdpa_decode = self.device.type != "cpu"
+        # On the CPU with an fp32 cache, decode rows attend through the C++ kernel (native_kernels.py).
+        self.native = native_kernels.use(config.attention_kernel, self.device, model.config.head_dim) and \
+            cache.k.dtype == torch.float32
+        self.native_rows = 0  # decode rows the kernel attended (tests: it really ran)
         # The engine's sliding window (with attention sinks) or the model's own (Mistral), if any.
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
@@ -71,13 +76,15 @@ class ModelRunner:
         meta.write_blocks = torch.tensor(write_blocks, dtype=torch.long, device=dev)
         meta.write_offsets = pos % bs
         attention = PagedAttention(self.cache, meta, self.config.attention_chunk, self.window, self.sinks,
-                                   self.sdpa_decode)
+                                   self.sdpa_decode, self.native)
         try:
             ids_t = torch.tensor(ids, dtype=torch.long, device=dev)
             hidden = self.model(ids_t[None], pos[None], attention=attention)[0]
         except BaseException:
             self.buffer.reset()  # its rows may hold this step's half-written tokens
             raise
+        if attention.native:
+            self.native_rows += meta.num_decode
         if not logit_rows:
             return hidden.new_empty(0, self.model.config.vocab_size), spans
         return self._logits(hidden[logit_rows]), spans
@@ -142,10 +149,10 @@ class ModelRunner:
         """Pads the groups to one shape [Gr, R rows, P blocks]; padding repeats a real row or block."""
         bs, dev = self.block_size, self.device
         max_rows, max_blocks = max(len(r) for r, _ in groups), max(len(p) for _, p in groups)
-        rows, blocks, back = [], [], [len(groups) * max_rows] * num_rows
+        rows, blocks, back, group_of_row = [], [], [len(groups) * max_rows] * num_rows, [-1] * num_rows
         for gi, (members, shared) in enumerate(groups):
             for j, i in enumerate(members):
-                back[i] = gi * max_rows + j
+                back[i], group_of_row[i] = gi * max_rows + j, gi
             rows += members + [members[0]] * (max_rows - len(members))
             blocks += shared + [shared[0]] * (max_blocks - len(shared))
         shared_tokens = torch.tensor([len(shared) * bs for _, shared in groups], device=dev)
@@ -155,7 +162,8 @@ class ModelRunner:
             self.cache.prefix_bytes(len(blocks)) <= self.config.cascade_prefix_bytes
         key = tuple((b, self.block_generation[b]) for b in blocks) if keep else None
         return Cascade(torch.tensor(blocks, device=dev), mask.view(1, len(groups), 1, -1),
-                       torch.tensor(rows, device=dev), torch.tensor(back, device=dev), len(groups), max_rows, key)
+                       torch.tensor(rows, device=dev), torch.tensor(back, device=dev), len(groups), max_rows,
+                       shared_tokens, torch.tensor(group_of_row, device=dev), key)
 
 
 def additive(allowed: torch.Tensor) -> torch.Tensor:

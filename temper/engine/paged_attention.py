@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from temper.engine import native_kernels
 from temper.engine.decode_buffer import BufferStep
 from temper.engine.kv_cache import KVCache, transposed_keys
 
@@ -43,6 +44,8 @@ class Cascade:
     back: torch.Tensor  # [B] each decode row's group slot, or Gr * R (no group: a null slot)
     num_groups: int
     max_rows: int
+    tokens: torch.Tensor  # [Gr] shared tokens of each group's prefix
+    group_of_row: torch.Tensor  # [B] each decode row's group, -1 for none
     # (block, generation) of every prefix block: while it is the same, so are the gathered prefixes,
     # which the cache then keeps across steps; None: gathered again each layer and step.
     key: tuple | None = None
@@ -74,16 +77,23 @@ def window_mask(qpos: torch.Tensor, kpos: torch.Tensor, window: int, sinks: int)
 
 class PagedAttention:
     def __init__(self, cache: KVCache, meta: StepMeta, query_chunk: int = 512, window: int = 0, sinks: int = 0,
-                 sdpa_decode: bool = False):
+                 sdpa_decode: bool = False, native: bool = False):
+        """`native`: decode rows read from the decode buffer go through the C++ kernel (native_kernels.py),
+        which also stores their new keys and values; needs an fp32 cache."""
         self.cache, self.meta, self.query_chunk = cache, meta, query_chunk
         self.window, self.sinks, self.sdpa_decode = window, sinks, sdpa_decode
+        self.native = native and meta.buffer is not None and meta.num_decode > 0
         self._group_slots: torch.Tensor | None = None
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         meta, cache = self.meta, self.cache
         q, k, v = q[0], k[0], v[0]  # [N, H, D]
-        cache.write(layer, meta.write_blocks, meta.write_offsets, k, v)
         nd = meta.num_decode
+        if self.native:  # the kernel stores the decode rows' keys and values itself
+            if nd < q.shape[0]:
+                cache.write(layer, meta.write_blocks[nd:], meta.write_offsets[nd:], k[nd:], v[nd:])
+        else:
+            cache.write(layer, meta.write_blocks, meta.write_offsets, k, v)
         if nd == q.shape[0]:  # a decode-only step
             return self._decode(layer, q, k, v)[None]
         out = torch.empty_like(q)
@@ -96,6 +106,8 @@ class PagedAttention:
 
     def _decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         meta = self.meta
+        if self.native:
+            return self._decode_native(layer, q, k, v)
         b, hq, d = q.shape
         rot = self.cache.rotation  # int8 blocks hold rotated keys and values
         if rot is not None:
@@ -126,12 +138,10 @@ class PagedAttention:
         meta, buf = self.meta, self.meta.buffer
         b, hq, d = q.shape
         kb, vb = buf.k[layer], buf.v[layer]  # [S, Hkv, C, D]
-        hkv, t = kb.shape[1], buf.refill_tokens
+        hkv = kb.shape[1]
         stored_as_is = self.cache.k.dtype == torch.float32
         for which, dst, x in (("k", kb, k), ("v", vb, v)):
-            if buf.refill_slots.numel():
-                g = self.cache.gather(layer, which, buf.refill_blocks, "_refill")
-                dst[buf.refill_slots, :, :t] = g.view(hkv, -1, t, d).transpose(0, 1)
+            self._refill(layer, which, dst)
             if not stored_as_is:
                 x = self.cache.read(layer, which, meta.write_blocks[:b], meta.write_offsets[:b]).transpose(0, 1)
             dst[buf.rows, :, buf.last] = x
@@ -142,6 +152,35 @@ class PagedAttention:
         if self.sdpa_decode:
             return F.scaled_dot_product_attention(qg, keys, values, attn_mask=meta.decode_mask, scale=1.0)
         return torch.matmul(self._scores(qg, keys).softmax(-1), values)
+
+    def _refill(self, layer: int, which: str, dst: torch.Tensor) -> None:
+        """Rows the decode buffer does not hold yet (new, recomputed, just verified) gathered whole into
+        their slots of `dst` [S, Hkv, C, D]."""
+        buf = self.meta.buffer
+        if buf.refill_slots.numel():
+            t, hkv, d = buf.refill_tokens, dst.shape[1], dst.shape[-1]
+            g = self.cache.gather(layer, which, buf.refill_blocks, "_refill")
+            dst[buf.refill_slots, :, :t] = g.view(hkv, -1, t, d).transpose(0, 1)
+
+    def _decode_native(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The decode rows through the C++ kernel: it stores their new keys and values (cache and buffer)
+        and attends each to its group's shared prefix and its own keys in one pass. Returns [B, Hq, D]."""
+        meta, buf, c = self.meta, self.meta.buffer, self.meta.cascade
+        b, hq, d = q.shape
+        kb, vb = buf.k[layer], buf.v[layer]
+        self._refill(layer, "k", kb)
+        self._refill(layer, "v", vb)
+        kc, vc = self.cache.layer_kv(layer)
+        if c is not None:
+            keys_t, vals = self._prefix(layer, "k", c), self._prefix(layer, "v", c)
+            prefix = (keys_t, vals.view(keys_t.shape[0], c.num_groups, -1, d), c.tokens, c.group_of_row)
+        else:
+            none, no_rows = q.new_empty(0), buf.lengths.new_empty(0)  # no groups
+            prefix = (none, none, no_rows, no_rows)
+        out = q.new_empty(b, hq, d)
+        native_kernels.decode_attention(out, q, k, v, kb, vb, buf.lengths, kc, vc, meta.write_blocks[:b],
+                                        meta.write_offsets[:b], *prefix, d**-0.5)
+        return out
 
     def _scores(self, qg: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """Masked scores of (already scaled) queries [..., G, D] against keys [..., L, D]: [..., G, L]."""

@@ -1,0 +1,343 @@
+// Decode attention on the CPU for the rollout engine: one call per layer and step (see native_kernels.py).
+//
+// For every decoding row b and kv head h it stores the row's new key and value (in the paged cache at
+// its (block, offset) and in the decode buffer at its next position), then attends the row's G query
+// heads to its group's shared prefix (if any: the cascade's kept prefixes, keys transposed) and to its
+// own keys in the decode buffer with one running (online) softmax, and writes the normalised output.
+// A group's shared prefix is read once for all its rows: the work items are (group, head) and (solo row,
+// head), run in parallel on torch's threads. fp32 throughout; scores are kept for one chunk of keys at a
+// time, so memory does not grow with context.
+//
+// The inner loops are register tiles over compile-time head dims (16, 32, 64, 128): a vector of W floats
+// (16 with AVX-512, else 8) is one GCC vector; runtime-length inner loops over 64 floats measured ~6x
+// slower here (their set-up cost is paid per key).
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+constexpr int W = 16;
+#else
+constexpr int W = 8;
+#endif
+
+namespace {
+
+using vf = float __attribute__((vector_size(W * 4)));
+using vfu = float __attribute__((vector_size(W * 4), aligned(4), may_alias));
+inline vf vload(const float* p) { return *reinterpret_cast<const vfu*>(p); }
+inline void vstore(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
+inline float hsum(vf v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v));
+#else
+  float s = 0.0f;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+#endif
+}
+
+constexpr int64_t kChunk = 256;  // keys scored at a time (their scores stay in L1)
+constexpr int kQT = 6;           // queries per tile against transposed keys (6 x 4 vectors of accumulators)
+
+// exp(x) in place, for softmax numerators (x <= 0 after the running peak is subtracted; below -87 the
+// result is ~1e-38 instead of 0). Cephes' expf polynomial (about 1 ulp), written to vectorise.
+inline void exp_inplace(float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] > -87.0f ? x[i] : -87.0f;
+    const float k = std::nearbyint(v * 1.44269504088896341f);
+    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof(scale));
+    x[i] = p * scale;
+  }
+}
+
+// Calls F::template run<N>(args...) for the runtime n in [1, MAX].
+template <int MAX, typename F, typename... A>
+inline void with_count(int64_t n, A&&... a) {
+  if constexpr (MAX >= 1) {
+    if (n == MAX) return F::template run<MAX>(a...);
+    with_count<MAX - 1, F>(n, a...);
+  }
+}
+
+template <int D>
+struct Heads {
+  static constexpr int DV = D / W;                             // vectors per head row
+  static constexpr int QPV = std::max(1, std::min(8, 24 / DV));  // queries per value tile
+
+  // The running softmax of M queries (rows padded to a multiple of kQT): peak, sum of weights,
+  // unnormalised output, and one chunk's scores.
+  struct Running {
+    int64_t m;
+    std::vector<float> peak, total, acc, scores;
+    explicit Running(int64_t m_)
+        : m(m_), peak(m_, -std::numeric_limits<float>::infinity()), total(m_, 0.0f),
+          acc(pad(m_) * D, 0.0f), scores(pad(m_) * kChunk) {}
+    static int64_t pad(int64_t m) { return (m + kQT - 1) / kQT * kQT; }
+  };
+
+  // acc[q] += sum_t w[q][t] * v[t] for QB queries from q0, keys t < n.
+  struct ValueTile {
+    template <int QB>
+    static void run(Running& r, int64_t q0, int64_t n, const float* v, int64_t vstride) {
+      vf a[QB][DV];
+      for (int j = 0; j < QB; ++j)
+        for (int x = 0; x < DV; ++x) a[j][x] = vload(r.acc.data() + (q0 + j) * D + x * W);
+      const float* w = r.scores.data() + q0 * kChunk;
+      for (int64_t t = 0; t < n; ++t) {
+        vf vv[DV];
+        for (int x = 0; x < DV; ++x) vv[x] = vload(v + t * vstride + x * W);
+        for (int j = 0; j < QB; ++j) {
+          const float wj = w[j * kChunk + t];
+          for (int x = 0; x < DV; ++x) a[j][x] += wj * vv[x];
+        }
+      }
+      for (int j = 0; j < QB; ++j)
+        for (int x = 0; x < DV; ++x) vstore(r.acc.data() + (q0 + j) * D + x * W, a[j][x]);
+    }
+  };
+
+  // Folds the chunk's scores of queries [q0, q0 + nq) (keys t < n) into the running softmax, then the values.
+  static void fold(Running& r, int64_t q0, int64_t nq, int64_t n, const float* v, int64_t vstride) {
+    for (int64_t q = q0; q < q0 + nq; ++q) {
+      float* s = r.scores.data() + q * kChunk;
+      float top = r.peak[q];
+#pragma omp simd reduction(max : top)
+      for (int64_t t = 0; t < n; ++t) top = s[t] > top ? s[t] : top;
+      if (top > r.peak[q]) {
+        float shrink = r.peak[q] - top;
+        exp_inplace(&shrink, 1);
+        r.total[q] *= shrink;
+        float* a = r.acc.data() + q * D;
+        for (int x = 0; x < DV; ++x) vstore(a + x * W, vload(a + x * W) * shrink);
+        r.peak[q] = top;
+      }
+#pragma omp simd
+      for (int64_t t = 0; t < n; ++t) s[t] -= top;
+      exp_inplace(s, n);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t t = 0; t < n; ++t) sum += s[t];
+      r.total[q] += sum;
+    }
+    for (int64_t q = q0; q < q0 + nq; q += QPV) with_count<QPV, ValueTile>(std::min<int64_t>(QPV, q0 + nq - q), r, q, n, v, vstride);
+  }
+
+  // scores[q][t..t + KV * W) for kQT queries from q0 against keys stored transposed, kt[i * ld + t].
+  template <int KV>
+  static void key_tile(Running& r, const float* qs, int64_t q0, const float* kt, int64_t ld, int64_t t) {
+    vf a[kQT][KV];
+    for (int j = 0; j < kQT; ++j)
+      for (int x = 0; x < KV; ++x) a[j][x] = vf{};
+    for (int64_t i = 0; i < D; ++i) {
+      vf kk[KV];
+      for (int x = 0; x < KV; ++x) kk[x] = vload(kt + i * ld + t + x * W);
+      for (int j = 0; j < kQT; ++j) {
+        const float qi = qs[(q0 + j) * D + i];
+        for (int x = 0; x < KV; ++x) a[j][x] += qi * kk[x];
+      }
+    }
+    for (int j = 0; j < kQT; ++j)
+      for (int x = 0; x < KV; ++x) vstore(r.scores.data() + (q0 + j) * kChunk + (t % kChunk) + x * W, a[j][x]);
+  }
+
+  // All of Running's queries (qs: [pad(M), D], zero padded) against len keys stored transposed.
+  static void attend_transposed(Running& r, const float* qs, const float* kt, int64_t ld, int64_t len,
+                                const float* v, int64_t vstride) {
+    const int64_t mp = Running::pad(r.m);
+    for (int64_t t0 = 0; t0 < len; t0 += kChunk) {
+      const int64_t n = std::min(kChunk, len - t0);
+      for (int64_t q0 = 0; q0 < mp; q0 += kQT) {
+        int64_t t = t0;
+        for (; t + 4 * W <= t0 + n; t += 4 * W) key_tile<4>(r, qs, q0, kt, ld, t);
+        for (; t + W <= t0 + n; t += W) key_tile<1>(r, qs, q0, kt, ld, t);
+        for (; t < t0 + n; ++t) {  // keys left over (prefixes are whole blocks: only blocks < W tokens)
+          for (int64_t j = q0; j < q0 + kQT; ++j) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < D; ++i) s += qs[j * D + i] * kt[i * ld + t];
+            r.scores[j * kChunk + (t - t0)] = s;
+          }
+        }
+      }
+      fold(r, 0, r.m, n, v + t0 * vstride, vstride);
+    }
+  }
+
+  // Queries [q0, q0 + nq) against len keys stored by row, k[t * kstride + i].
+  static void attend_rows(Running& r, const float* qs, int64_t q0, int64_t nq, const float* k, int64_t kstride,
+                          int64_t len, const float* v, int64_t vstride) {
+    for (int64_t t0 = 0; t0 < len; t0 += kChunk) {
+      const int64_t n = std::min(kChunk, len - t0);
+      for (int64_t t = 0; t < n; ++t) {
+        vf kk[DV];
+        for (int x = 0; x < DV; ++x) kk[x] = vload(k + (t0 + t) * kstride + x * W);
+        for (int64_t q = q0; q < q0 + nq; ++q) {
+          vf p = vload(qs + q * D) * kk[0];
+          for (int x = 1; x < DV; ++x) p += vload(qs + q * D + x * W) * kk[x];
+          r.scores[q * kChunk + t] = hsum(p);
+        }
+      }
+      fold(r, q0, nq, n, v + t0 * vstride, vstride);
+    }
+  }
+};
+
+struct Args {
+  int64_t hq, hkv, g, cap, bs, nblocks, groups, plen;
+  const int64_t *len, *blk, *off, *glen;
+  float* out;
+  const float *q, *k, *v, *prefix_k, *prefix_v;
+  float *kbuf, *vbuf, *kcache, *vcache;
+  int64_t qs0, qs1, ks0, ks1, vs0, vs1;
+  float scale;
+};
+
+// One work item: rows (one group's, or one solo row) for kv head h.
+template <int D>
+void attend_item(const Args& a, const std::vector<int64_t>& rows, int64_t item, int64_t h) {
+  using H = Heads<D>;
+  const int64_t nr = static_cast<int64_t>(rows.size()), g = a.g;
+  typename H::Running run(nr * g);
+  std::vector<float> qs(H::Running::pad(nr * g) * D, 0.0f);
+  for (int64_t j = 0; j < nr; ++j) {
+    const int64_t r = rows[j];
+    for (int64_t x = 0; x < g; ++x) {
+      const float* src = a.q + r * a.qs0 + (h * g + x) * a.qs1;
+      for (int64_t i = 0; i < D; ++i) qs[(j * g + x) * D + i] = src[i] * a.scale;
+    }
+    // the row's new key and value: decode buffer slot r at its last position, and the paged cache
+    const int64_t at_buf = ((r * a.hkv + h) * a.cap + a.len[r] - 1) * D;
+    const int64_t at_cache = ((h * a.nblocks + a.blk[r]) * a.bs + a.off[r]) * D;
+    std::memcpy(a.kbuf + at_buf, a.k + r * a.ks0 + h * a.ks1, D * sizeof(float));
+    std::memcpy(a.vbuf + at_buf, a.v + r * a.vs0 + h * a.vs1, D * sizeof(float));
+    std::memcpy(a.kcache + at_cache, a.k + r * a.ks0 + h * a.ks1, D * sizeof(float));
+    std::memcpy(a.vcache + at_cache, a.v + r * a.vs0 + h * a.vs1, D * sizeof(float));
+  }
+  if (item < a.groups && a.glen[item] > 0) {  // the shared prefix, once for all the group's queries
+    const float* kt = a.prefix_k + (h * a.groups + item) * D * a.plen;
+    const float* vp = a.prefix_v + (h * a.groups + item) * a.plen * D;
+    H::attend_transposed(run, qs.data(), kt, a.plen, a.glen[item], vp, D);
+  }
+  for (int64_t j = 0; j < nr; ++j) {  // each row's own keys
+    const int64_t r = rows[j];
+    const int64_t at_buf = (r * a.hkv + h) * a.cap * D;
+    H::attend_rows(run, qs.data(), j * g, g, a.kbuf + at_buf, D, a.len[r], a.vbuf + at_buf, D);
+    for (int64_t x = 0; x < g; ++x) {
+      const int64_t qi = j * g + x;
+      const float inv = 1.0f / run.total[qi];
+      float* dst = a.out + (r * a.hq + h * g + x) * D;
+      const float* acc = run.acc.data() + qi * D;
+      for (int64_t i = 0; i < D; ++i) dst[i] = acc[i] * inv;
+    }
+  }
+}
+
+void check(const at::Tensor& t, const char* name, at::ScalarType dtype) {
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == dtype, "decode_attention: ", name, " must be a CPU ",
+              c10::toString(dtype), " tensor");
+}
+
+}  // namespace
+
+// out [B, Hq, D]; q [B, Hq, D], k and v [B, Hkv, D] (last dim contiguous, any row strides);
+// kbuf, vbuf [S >= B, Hkv, C, D] contiguous: row b's own keys in slot b, its new one at lengths[b] - 1;
+// kcache, vcache [Hkv, blocks, block_size, D] contiguous: the new key/value go to (blocks[b], offsets[b]);
+// prefix_k [Hkv, Gr, D, P] (transposed keys), prefix_v [Hkv, Gr, P, D], prefix_len [Gr], row_group [B]
+// (a row's group, -1 for none); with no groups, prefix_* and row_group may be empty. D: 16, 32, 64 or 128.
+void decode_attention(const at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const at::Tensor& kbuf, const at::Tensor& vbuf, const at::Tensor& lengths,
+                      const at::Tensor& kcache, const at::Tensor& vcache, const at::Tensor& blocks,
+                      const at::Tensor& offsets, const at::Tensor& prefix_k, const at::Tensor& prefix_v,
+                      const at::Tensor& prefix_len, const at::Tensor& row_group, double scale) {
+  for (const at::Tensor* t : {&out, &q, &k, &v, &kbuf, &vbuf, &kcache, &vcache}) check(*t, "every float tensor", at::kFloat);
+  for (const at::Tensor* t : {&lengths, &blocks, &offsets}) check(*t, "every index input", at::kLong);
+  const int64_t b = q.size(0), hq = q.size(1), d = q.size(2), hkv = k.size(1);
+  TORCH_CHECK(d == 16 || d == 32 || d == 64 || d == 128, "decode_attention: head_dim ", d, " is not 16, 32, 64 or 128");
+  TORCH_CHECK(q.stride(2) == 1 && k.stride(2) == 1 && v.stride(2) == 1 && out.is_contiguous(),
+              "decode_attention: q, k, v need a contiguous last dim and out must be contiguous");
+  TORCH_CHECK(kbuf.is_contiguous() && vbuf.is_contiguous() && kcache.is_contiguous() && vcache.is_contiguous(),
+              "decode_attention: the buffer and cache layers must be contiguous");
+  TORCH_CHECK(kbuf.size(0) >= b && kbuf.size(1) == hkv && kbuf.size(3) == d && hq % hkv == 0 &&
+                  lengths.numel() == b && blocks.numel() == b && offsets.numel() == b,
+              "decode_attention: shapes do not match");
+  Args a{};
+  a.hq = hq, a.hkv = hkv, a.g = hq / hkv, a.cap = kbuf.size(2), a.bs = kcache.size(2), a.nblocks = kcache.size(1);
+  a.groups = prefix_len.numel();
+  if (a.groups) {
+    check(prefix_k, "prefix_k", at::kFloat);
+    check(prefix_v, "prefix_v", at::kFloat);
+    check(prefix_len, "prefix_len", at::kLong);
+    check(row_group, "row_group", at::kLong);
+    TORCH_CHECK(prefix_k.is_contiguous() && prefix_v.is_contiguous() && prefix_k.size(1) == a.groups &&
+                    prefix_v.size(2) == prefix_k.size(3) && row_group.numel() == b,
+                "decode_attention: prefix shapes do not match");
+    a.plen = prefix_k.size(3);
+    a.prefix_k = prefix_k.data_ptr<float>(), a.prefix_v = prefix_v.data_ptr<float>();
+    a.glen = prefix_len.data_ptr<int64_t>();
+  }
+  a.len = lengths.data_ptr<int64_t>(), a.blk = blocks.data_ptr<int64_t>(), a.off = offsets.data_ptr<int64_t>();
+  const int64_t* grp = a.groups ? row_group.data_ptr<int64_t>() : nullptr;
+  for (int64_t r = 0; r < b; ++r) {
+    TORCH_CHECK(a.len[r] >= 1 && a.len[r] <= a.cap, "decode_attention: row ", r, " length ", a.len[r], " out of range");
+    TORCH_CHECK(a.blk[r] >= 0 && a.blk[r] < a.nblocks && a.off[r] >= 0 && a.off[r] < a.bs, "decode_attention: row ", r,
+                " writes outside the cache");
+    TORCH_CHECK(!grp || grp[r] < a.groups, "decode_attention: row ", r, " names group ", grp[r]);
+  }
+  for (int64_t i = 0; i < a.groups; ++i)
+    TORCH_CHECK(a.glen[i] >= 0 && a.glen[i] <= a.plen, "decode_attention: group ", i, " prefix length out of range");
+  // Work items: each group's rows, then each row in no group; every item for every kv head.
+  std::vector<std::vector<int64_t>> items(a.groups);
+  for (int64_t r = 0; r < b; ++r)
+    if (grp && grp[r] >= 0) items[grp[r]].push_back(r);
+  for (int64_t r = 0; r < b; ++r)
+    if (!grp || grp[r] < 0) items.push_back({r});
+  a.out = out.data_ptr<float>();
+  a.q = q.data_ptr<float>(), a.k = k.data_ptr<float>(), a.v = v.data_ptr<float>();
+  a.kbuf = kbuf.data_ptr<float>(), a.vbuf = vbuf.data_ptr<float>();
+  a.kcache = kcache.data_ptr<float>(), a.vcache = vcache.data_ptr<float>();
+  a.qs0 = q.stride(0), a.qs1 = q.stride(1), a.ks0 = k.stride(0), a.ks1 = k.stride(1), a.vs0 = v.stride(0),
+  a.vs1 = v.stride(1);
+  a.scale = static_cast<float>(scale);
+  const int64_t jobs = static_cast<int64_t>(items.size()) * hkv;
+  at::parallel_for(0, jobs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t item = job / hkv, h = job % hkv;
+      switch (d) {
+        case 16: attend_item<16>(a, items[item], item, h); break;
+        case 32: attend_item<32>(a, items[item], item, h); break;
+        case 64: attend_item<64>(a, items[item], item, h); break;
+        default: attend_item<128>(a, items[item], item, h); break;
+      }
+    }
+  });
+}
+
+TORCH_LIBRARY(temper, m) {
+  m.def(
+      "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, Tensor(b!) kbuf, Tensor(c!) vbuf, "
+      "Tensor lengths, Tensor(d!) kcache, Tensor(e!) vcache, Tensor blocks, Tensor offsets, Tensor prefix_k, "
+      "Tensor prefix_v, Tensor prefix_len, Tensor row_group, float scale) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(temper, CPU, m) { m.impl("decode_attention", &decode_attention); }
