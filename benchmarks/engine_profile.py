@@ -56,8 +56,8 @@ def category(name: str) -> str:
     return "other"
 
 
-def decoding_engine(lm, batch: int, prompts: list[list[int]], steps: int, kernel: str = "auto") -> LLMEngine:
-    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3, attention_kernel=kernel))
+def decoding_engine(lm, batch: int, prompts: list[list[int]], steps: int, kernels: str = "auto") -> LLMEngine:
+    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3, native_kernels=kernels))
     for i in range(batch):
         engine.add_request(prompts[i % len(prompts)], SamplingParams(temperature=1.0, seed=i, ignore_eos=True,
                                                                      max_tokens=3 * steps + 16))
@@ -138,14 +138,14 @@ def main() -> None:
     p.add_argument("--batches", default="1,64")
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--prompt-tokens", type=int, default=300)
-    p.add_argument("--attention-kernel", default="auto", help="auto, native or torch (EngineConfig.attention_kernel)")
+    p.add_argument("--native-kernels", default="auto", help="auto, on or off (EngineConfig.native_kernels)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model)
     prompts = rollout_prompts(lm.tokenizer, 8, args.prompt_tokens)
     result: dict = {"model": args.model, "threads": args.threads}
     for b in map(int, args.batches.split(",")):
-        engine = decoding_engine(lm, b, prompts, args.steps, args.attention_kernel)
+        engine = decoding_engine(lm, b, prompts, args.steps, args.native_kernels)
         ph = phases(engine, args.steps)
         cats, top = ops(engine, args.steps)
         print(f"\nbatch {b}: {ph['step']:.1f} ms per decode step")

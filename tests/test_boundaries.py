@@ -25,6 +25,9 @@ FORBIDDEN = {
                         "sandbox"},
     # a reader of the folders the others write: their file formats and pure helpers (tokenizer, advantages,
     # compare), never a component that runs (engine, trainer loop, sandboxes, agents, servers)
+    # temper's C++ kernels: a leaf that models and engine both use
+    "native": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs", "sandbox",
+               "generation", "external", "rollout_servers", "dashboard", "config", "cli"},
     "dashboard": {"engine", "serve", "orchestrator", "agent", "envs", "sandbox", "external", "rollout_servers",
                   "generation"},
 }

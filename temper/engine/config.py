@@ -6,6 +6,7 @@ from pydantic import Field
 
 from temper.config import ConfigModel
 from temper.models.fused_linear import PackChoice
+from temper.native import Choice as NativeChoice
 
 
 class SpeculativeConfig(ConfigModel):
@@ -51,10 +52,11 @@ class EngineConfig(ConfigModel):
     # of the weights, repacked after a weight load): "onednn" (1.4-2.2x MKL on AMD EPYC), "mkl" (MKL's
     # packed SGEMM), "auto" (mkl on Intel CPUs, onednn elsewhere), "off" (F.linear). See fused_linear.py.
     packed_weights: PackChoice = "auto"
-    # Decode attention on the CPU (fp32 cache): "native" is the C++ kernel (native_kernels.py, built once
-    # per machine; an error where it cannot be built), "torch" the torch ops, "auto" the kernel where it
-    # builds and torch ops otherwise (said once in the log).
-    attention_kernel: Literal["auto", "native", "torch"] = "auto"
+    # temper's C++ kernels on the CPU (temper/native: decode attention over an fp32 cache, GEMMs of 1-8
+    # rows), built once per machine: "auto" where they build, torch ops otherwise (said once in the log);
+    # "on" an error where they cannot be built; "off" torch ops. Where a kernel does not apply (an int8
+    # cache, a head_dim other than 16/32/64/128) torch ops run either way.
+    native_kernels: NativeChoice = "auto"
     max_model_len: int | None = None  # default: the model's max_position_embeddings
     # Attention over the cache for long prompts runs in query chunks of this many tokens, so
     # no [T, T] score matrix is ever materialised.

@@ -7,6 +7,7 @@ from collections.abc import Sequence as Seq
 
 import torch
 
+from temper import native
 from temper.engine.block_manager import BlockManager
 from temper.engine.config import EngineConfig
 from temper.engine.fair_lock import FairLock
@@ -30,8 +31,10 @@ class LLMEngine:
         """`draft_model`: a built draft for speculative.method='draft' (instead of a name in the config)."""
         self.config = config = config or EngineConfig()
         self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
-        # one GEMM for q/k/v and one for gate/up, on packed weights (the parameters stay the same objects)
-        model.fuse_projections(pack=config.packed_weights)
+        # one GEMM for q/k/v and one for gate/up, on packed weights and (a few rows) temper's small GEMM; the
+        # parameters stay the same objects
+        model.fuse_projections(pack=config.packed_weights,
+                               small=native.use(config.native_kernels, next(model.parameters()).device))
         mcfg = model.config
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
         self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)

@@ -9,7 +9,7 @@ step's metadata goes to the device once, and no layer copies anything between ho
 
 import torch
 
-from temper.engine import native_kernels
+from temper import native
 from temper.engine.config import EngineConfig
 from temper.engine.decode_buffer import DecodeBuffer
 from temper.engine.kv_cache import KVCache
@@ -30,9 +30,9 @@ class ModelRunner:
         # Off the CPU, decode rows attend through torch SDPA (fused kernels); the CPU keeps its measured
         # matmul path (see paged_attention.py). Tests flip it to check both give the same tokens.
         self.sdpa_decode = self.device.type != "cpu"
-        # On the CPU with an fp32 cache, decode rows attend through the C++ kernel (native_kernels.py).
-        self.native = native_kernels.use(config.attention_kernel, self.device, model.config.head_dim) and \
-            cache.k.dtype == torch.float32
+        # On the CPU with an fp32 cache, decode rows attend through the C++ kernel (temper/native).
+        self.native = native.use(config.native_kernels, self.device) and cache.k.dtype == torch.float32 and \
+            model.config.head_dim in native.HEAD_DIMS
         self.native_rows = 0  # decode rows the kernel attended (tests: it really ran)
         # The engine's sliding window (with attention sinks) or the model's own (Mistral), if any.
         self.window = config.sliding_window or (model.config.sliding_window or 0)

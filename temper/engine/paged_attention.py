@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from temper.engine import native_kernels
 from temper.engine.decode_buffer import BufferStep
 from temper.engine.kv_cache import KVCache, transposed_keys
+from temper.native import decode_attention
 
 
 @dataclass
@@ -78,7 +78,7 @@ def window_mask(qpos: torch.Tensor, kpos: torch.Tensor, window: int, sinks: int)
 class PagedAttention:
     def __init__(self, cache: KVCache, meta: StepMeta, query_chunk: int = 512, window: int = 0, sinks: int = 0,
                  sdpa_decode: bool = False, native: bool = False):
-        """`native`: decode rows read from the decode buffer go through the C++ kernel (native_kernels.py),
+        """`native`: decode rows read from the decode buffer go through the C++ kernel (temper/native),
         which also stores their new keys and values; needs an fp32 cache."""
         self.cache, self.meta, self.query_chunk = cache, meta, query_chunk
         self.window, self.sinks, self.sdpa_decode = window, sinks, sdpa_decode
@@ -178,8 +178,8 @@ class PagedAttention:
             none, no_rows = q.new_empty(0), buf.lengths.new_empty(0)  # no groups
             prefix = (none, none, no_rows, no_rows)
         out = q.new_empty(b, hq, d)
-        native_kernels.decode_attention(out, q, k, v, kb, vb, buf.lengths, kc, vc, meta.write_blocks[:b],
-                                        meta.write_offsets[:b], *prefix, d**-0.5)
+        decode_attention(out, q, k, v, kb, vb, buf.lengths, kc, vc, meta.write_blocks[:b], meta.write_offsets[:b],
+                         *prefix, d**-0.5)
         return out
 
     def _scores(self, qg: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from temper import native
+
 PackedKernel = Literal["onednn", "mkl"]
 PackChoice = Literal["auto", "onednn", "mkl", "off"]
 
@@ -65,7 +67,9 @@ def repack(kernel: PackedKernel, w: torch.Tensor) -> torch.Tensor:
 
 
 class FusedLinear:
-    def __init__(self, linears: list[nn.Linear], kernel: PackedKernel | None = None):
+    def __init__(self, linears: list[nn.Linear], kernel: PackedKernel | None = None, small: bool = False):
+        """`kernel`: the packed GEMM library (None: F.linear); `small`: up to native.SMALL_GEMM_ROWS rows run
+        on temper's C++ small GEMM over the plain fused matrix (the caller checked it is built)."""
         self.linears, self.sizes = linears, [lin.out_features for lin in linears]
         if len(linears) == 1:
             self.weight, self.bias = linears[0].weight, linears[0].bias
@@ -81,6 +85,7 @@ class FusedLinear:
         self.ptrs = self._ptrs()
         self.kernel = kernel if packable(self.weight) else None
         self.rows = KERNEL_ROWS[self.kernel] if self.kernel else range(0)
+        self.small_rows = range(1, native.SMALL_GEMM_ROWS + 1) if small and packable(self.weight) else range(0)
         self._packed: torch.Tensor | None = None
         self._packed_version = -1
 
@@ -104,7 +109,10 @@ class FusedLinear:
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         """All the projections' outputs side by side, [..., sum(sizes)]."""
-        if x.numel() // x.shape[-1] not in self.rows:
+        n = x.numel() // x.shape[-1]
+        if n in self.small_rows:
+            return native.small_gemm(x, self.weight, self.bias)
+        if n not in self.rows:
             return F.linear(x, self.weight, self.bias)
         w = self.weight
         version = sum(lin.weight._version for lin in self.linears) + w._version

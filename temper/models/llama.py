@@ -144,26 +144,28 @@ class LlamaForCausalLM(nn.Module):
         x = self.model.norm(x)
         return x[0] if squeeze else x
 
-    def fuse_projections(self, pack: PackChoice = "off") -> None:
+    def fuse_projections(self, pack: PackChoice = "off", small: bool = False) -> None:
         """One GEMM for q/k/v and one for gate/up at inference; with a packed kernel (see
-        `fused_linear.py`) every linear layer and the head also run on its prepacked weights. Idempotent."""
+        `fused_linear.py`) every linear layer and the head also run on its prepacked weights, and with
+        `small` (temper.native built) their products of a few rows on its small GEMM. Idempotent."""
         kernel = packed_kernel(pack)
 
         def fused(current: FusedLinear | None, linears: list[nn.Linear]) -> FusedLinear | None:
             if any(type(lin) is not nn.Linear for lin in linears):  # e.g. LoRA wrappers: run as they are
                 return None
             want = kernel if packable(linears[0].weight) else None
-            if current is None or current.ptrs != current._ptrs() or current.kernel != want:
-                return FusedLinear(linears, want)
+            if current is None or current.ptrs != current._ptrs() or current.kernel != want or \
+                    bool(current.small_rows) != (small and packable(linears[0].weight)):
+                return FusedLinear(linears, want, small)
             return current
 
         for layer in self.model.layers:
             a, m = layer.self_attn, layer.mlp
             a.qkv = fused(a.qkv, [a.q_proj, a.k_proj, a.v_proj])
             m.gate_up = fused(m.gate_up, [m.gate_proj, m.up_proj])
-            if kernel:
+            if kernel or small:
                 a.out, m.down = fused(a.out, [a.o_proj]), fused(m.down, [m.down_proj])
-        if kernel:
+        if kernel or small:
             self.head = fused(self.head, [self.lm_head])
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

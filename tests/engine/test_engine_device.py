@@ -142,12 +142,12 @@ def test_device_cpu_end_to_end_gives_the_tokens_of_before(peaked_folder, engine_
 @pytest.mark.parametrize("engine_kw", [{}, {"decode_buffer_bytes": 0, "kv_dtype": "int8"}])
 def test_sdpa_decode_gives_the_tokens_of_the_cpu_path(peaked_folder, engine_kw):
     """The decode path CUDA takes (SDPA), run on the CPU: the same greedy tokens as the CPU's matmuls (torch
-    ops: the C++ kernel is CPU-only and would take those rows)."""
+    ops: the C++ kernels are CPU-only and would take those rows)."""
     loaded = load_model(peaked_folder)
     calls = {}
     for sdpa in (False, True):
         engine = LLMEngine(loaded.model, None, EngineConfig(kv_budget_bytes=4 * 1024**2, block_size=4,
-                                                            cascade_attention=False, attention_kernel="torch",
+                                                            cascade_attention=False, native_kernels="off",
                                                             **engine_kw))
         engine.runner.sdpa_decode = sdpa
         seen = TensorDevices()

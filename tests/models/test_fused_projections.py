@@ -52,6 +52,25 @@ def test_fused_inference_equals_the_separate_projections(pack: str, bias: bool):
         torch.testing.assert_close(logits(model, ids[:1, :1]), want[:1, :1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_one_or_two_rows_run_the_small_gemm_on_the_current_weights(bias: bool):
+    from temper import native
+
+    native.require()
+    model = tiny(attention_bias=bias)
+    ids = torch.randint(0, 256, (2, 9))
+    reference = copy.deepcopy(model)
+    model.fuse_projections(pack="onednn", small=True)
+    a = model.model.layers[0].self_attn
+    assert a.qkv.small_rows == range(1, native.SMALL_GEMM_ROWS + 1) and model.head.small_rows
+    for rows in (ids[:1, :1], ids[:, :1], ids[:1]):  # 1 and 2 rows (small GEMM), 9 rows (oneDNN)
+        torch.testing.assert_close(logits(model, rows), logits(reference, rows), atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # an in-place load is seen at once: the small GEMM reads the fused matrix itself
+        for m in (model, reference):
+            m.model.layers[1].mlp.up_proj.weight.mul_(-1.0)
+    torch.testing.assert_close(logits(model, ids[:1, :1]), logits(reference, ids[:1, :1]), atol=1e-5, rtol=1e-5)
+
+
 def test_auto_picks_mkl_on_intel_and_onednn_elsewhere(monkeypatch):
     from temper.models import fused_linear
 

@@ -8,9 +8,9 @@
 // head), run in parallel on torch's threads. fp32 throughout; scores are kept for one chunk of keys at a
 // time, so memory does not grow with context.
 //
-// The inner loops are register tiles over compile-time head dims (16, 32, 64, 128): a vector of W floats
-// (16 with AVX-512, else 8) is one GCC vector; runtime-length inner loops over 64 floats measured ~6x
-// slower here (their set-up cost is paid per key).
+// The inner loops are register tiles over compile-time head dims (16, 32, 64, 128) of W-float vectors
+// (vec.h); runtime-length inner loops over 64 floats made the op ~2x slower here (their set-up cost is paid
+// per key).
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -24,28 +24,9 @@
 #include <limits>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-constexpr int W = 16;
-#else
-constexpr int W = 8;
-#endif
+#include "vec.h"
 
 namespace {
-
-using vf = float __attribute__((vector_size(W * 4)));
-using vfu = float __attribute__((vector_size(W * 4), aligned(4), may_alias));
-inline vf vload(const float* p) { return *reinterpret_cast<const vfu*>(p); }
-inline void vstore(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
-inline float hsum(vf v) {
-#if defined(__AVX512F__)
-  return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v));
-#else
-  float s = 0.0f;
-  for (int i = 0; i < W; ++i) s += v[i];
-  return s;
-#endif
-}
 
 constexpr int64_t kChunk = 256;  // keys scored at a time (their scores stay in L1)
 constexpr int kQT = 6;           // queries per tile against transposed keys (6 x 4 vectors of accumulators)
@@ -69,15 +50,6 @@ inline void exp_inplace(float* x, int64_t n) {
     float scale;
     std::memcpy(&scale, &bits, sizeof(scale));
     x[i] = p * scale;
-  }
-}
-
-// Calls F::template run<N>(args...) for the runtime n in [1, MAX].
-template <int MAX, typename F, typename... A>
-inline void with_count(int64_t n, A&&... a) {
-  if constexpr (MAX >= 1) {
-    if (n == MAX) return F::template run<MAX>(a...);
-    with_count<MAX - 1, F>(n, a...);
   }
 }
 

@@ -1,0 +1,122 @@
+"""temper's C++ kernels for the CPU (`csrc/`), compiled once per machine on first use and cached.
+
+- `decode_attention` (csrc/decode_attention.cpp): one op per layer and step for the engine's decoding
+  rows: stores their new keys and values (paged cache and decode buffer) and attends them to their
+  group's shared prefix and their own keys with one running softmax. In torch ops the same step is some
+  twenty small ops per layer (writes by advanced indexing, four batched matmuls of a few query rows
+  each, softmax pieces, the cascade merge).
+- `small_gemm` (csrc/small_gemm.cpp): `x @ w.T` for one or two rows of x (decoding one or two sequences),
+  which reads every weight once for little arithmetic: it streams the weights at memory speed.
+
+docs/engine.md says what each saves. A leaf: `temper.models` (the fused linear layers) and
+`temper.engine` (attention) both use it; it imports only torch and temper.errors.
+
+They are built with torch.utils.cpp_extension (g++ and ninja; `scripts/setup.sh` builds them ahead, so a
+first engine does not wait for the compiler) for this CPU (`-march=native`: the cache's name carries a
+hash of the sources and the CPU's flags, so a home folder shared between machines never loads another
+CPU's build). Where they cannot be built, `engine.native_kernels: auto` runs torch ops instead and says
+so once; `native_kernels: on` makes that an error.
+"""
+
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from temper.errors import TemperError
+
+log = logging.getLogger(__name__)
+Choice = Literal["auto", "on", "off"]
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = [CSRC / "decode_attention.cpp", CSRC / "small_gemm.cpp"]  # (and vec.h, which both include)
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-DNDEBUG"]
+HEAD_DIMS = (16, 32, 64, 128)  # decode_attention's register tiles are compiled for these
+SMALL_GEMM_ROWS = 2  # small_gemm's rows (from 3 on, oneDNN's GEMM was faster here)
+
+
+def _build_tag() -> str:
+    """A short hash of the sources (headers included) and of this CPU's model and flags (-march=native)."""
+    text = "".join(p.read_text() for p in sorted(CSRC.iterdir()))
+    with contextlib.suppress(OSError):
+        text += "\n".join(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                          if line.startswith(("flags", "model name")))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+@functools.cache
+def _load() -> str | None:
+    """Builds (or finds the cached build of) the kernels and registers torch.ops.temper.*; returns why
+    not, or None when they are loaded."""
+    if hasattr(torch.ops.temper, "decode_attention"):
+        return None
+    try:
+        from torch.utils.cpp_extension import _get_build_directory, load
+
+        # ninja from this environment's bin folder (pip's `ninja`), where the interpreter runs from a venv
+        # whose bin is not on PATH
+        bin_dir = str(Path(sys.executable).parent)
+        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+        name = f"temper_kernels_{_build_tag()}"
+        if not any(Path(_get_build_directory(name, verbose=False)).glob("*.so")):
+            log.info("temper: building the C++ kernels for this machine (once, ~20 s)")
+        load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"],
+             is_python_module=False, verbose=bool(os.environ.get("TEMPER_KERNELS_VERBOSE")))
+    except Exception as e:  # no compiler, no ninja, a failed build: torch ops run instead
+        lines = [line for line in str(e).strip().splitlines() if line.strip()]
+        return f"{type(e).__name__}: {lines[-1] if lines else e}"
+    return None
+
+
+def require() -> None:
+    """Loads the kernels or raises one TemperError saying why they cannot be built."""
+    why = _load()
+    if why is not None:
+        raise TemperError(f"engine.native_kernels=on: the C++ kernels could not be built ({why}); "
+                          "install g++ and ninja (scripts/setup.sh does), or use native_kernels: auto or off")
+
+
+_warned = False
+
+
+def use(choice: Choice, device: torch.device) -> bool:
+    """Whether `engine.native_kernels: choice` runs the kernels on `device` (CPU only)."""
+    global _warned
+    if choice == "off" or device.type != "cpu":
+        return False
+    if choice == "on":
+        require()
+        return True
+    why = _load()
+    if why is not None and not _warned:
+        _warned = True
+        log.warning("temper: the C++ kernels could not be built (%s); running torch ops", why)
+    return why is None
+
+
+def decode_attention(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kbuf: torch.Tensor,
+                     vbuf: torch.Tensor, lengths: torch.Tensor, kcache: torch.Tensor, vcache: torch.Tensor,
+                     blocks: torch.Tensor, offsets: torch.Tensor, prefix_k: torch.Tensor, prefix_v: torch.Tensor,
+                     prefix_len: torch.Tensor, row_group: torch.Tensor, scale: float) -> None:
+    torch.ops.temper.decode_attention(out, q, k, v, kbuf, vbuf, lengths, kcache, vcache, blocks, offsets, prefix_k,
+                                      prefix_v, prefix_len, row_group, scale)
+
+
+def small_gemm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x [..., K] (1 to SMALL_GEMM_ROWS rows) @ w [N, K].T (+ bias) -> [..., N]."""
+    rows = x.reshape(-1, x.shape[-1])
+    out = rows.new_empty(rows.shape[0], w.shape[0])
+    torch.ops.temper.small_gemm(out, rows, w, bias)
+    return out.view(*x.shape[:-1], w.shape[0])
+
+
+def main() -> None:
+    """scripts/setup.sh: build ahead of the first engine, and say whether it worked."""
+    why = _load()
+    print("[setup] temper's C++ kernels: " + ("ready" if why is None else f"not built, torch ops will run ({why})"))
