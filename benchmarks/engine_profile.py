@@ -34,7 +34,8 @@ from temper.models import load_model
 
 # aten op -> category (first match on a prefix); anything else is "other"
 CATEGORIES = [
-    ("linear", ("aten::addmm", "aten::mm", "aten::linear", "mkl::_mkl_linear", "mkldnn::_linear_pointwise")),
+    ("linear", ("aten::addmm", "aten::mm", "aten::linear", "mkl::_mkl_linear", "mkldnn::_linear_pointwise",
+                "temper::small_gemm")),
     ("attention", ("aten::matmul", "aten::bmm", "aten::_softmax", "aten::softmax", "aten::scaled_dot_product",
                    "aten::_scaled_dot_product", "aten::amax", "aten::exp", "aten::baddbmm",
                    "temper::decode_attention")),

@@ -31,10 +31,10 @@ class LLMEngine:
         """`draft_model`: a built draft for speculative.method='draft' (instead of a name in the config)."""
         self.config = config = config or EngineConfig()
         self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
-        # one GEMM for q/k/v and one for gate/up, on packed weights and (a few rows) temper's small GEMM; the
-        # parameters stay the same objects
-        model.fuse_projections(pack=config.packed_weights,
-                               small=native.use(config.native_kernels, next(model.parameters()).device))
+        # one GEMM for q/k/v and one for gate/up, on packed weights, and temper's C++ kernels where they run
+        # (GEMMs of one or two rows, RMSNorm, RoPE, SwiGLU); the parameters stay the same objects
+        model.prepare_inference(pack=config.packed_weights,
+                                native=native.use(config.native_kernels, next(model.parameters()).device))
         mcfg = model.config
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
         self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)

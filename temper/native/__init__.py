@@ -7,6 +7,8 @@
   each, softmax pieces, the cascade merge).
 - `small_gemm` (csrc/small_gemm.cpp): `x @ w.T` for one or two rows of x (decoding one or two sequences),
   which reads every weight once for little arithmetic: it streams the weights at memory speed.
+- `rms_norm`, `rope_`, `silu_mul` (csrc/layer_ops.cpp): a decoder layer's elementwise steps, one op each
+  where torch runs several (at a decode step each costs more to dispatch than to compute).
 
 docs/engine.md says what each saves. A leaf: `temper.models` (the fused linear layers) and
 `temper.engine` (attention) both use it; it imports only torch and temper.errors.
@@ -34,7 +36,7 @@ from temper.errors import TemperError
 log = logging.getLogger(__name__)
 Choice = Literal["auto", "on", "off"]
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / "decode_attention.cpp", CSRC / "small_gemm.cpp"]  # (and vec.h, which both include)
+SOURCES = [CSRC / "decode_attention.cpp", CSRC / "small_gemm.cpp", CSRC / "layer_ops.cpp"]  # and vec.h
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-DNDEBUG"]
 HEAD_DIMS = (16, 32, 64, 128)  # decode_attention's register tiles are compiled for these
 SMALL_GEMM_ROWS = 2  # small_gemm's rows (from 3 on, oneDNN's GEMM was faster here)
@@ -114,6 +116,26 @@ def small_gemm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> t
     out = rows.new_empty(rows.shape[0], w.shape[0])
     torch.ops.temper.small_gemm(out, rows, w, bias)
     return out.view(*x.shape[:-1], w.shape[0])
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    rows = x.reshape(-1, x.shape[-1])
+    out = torch.empty_like(rows)
+    torch.ops.temper.rms_norm(out, rows, weight, eps)
+    return out.view(x.shape)
+
+
+def rope_(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> None:
+    """x [N, H, D] rotated in place; cos, signed_sin [N, D] (RotaryEmbedding's, flattened)."""
+    torch.ops.temper.rope_(x, cos, signed_sin)
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """[..., 2I] -> silu(gate) * up, [..., I]."""
+    rows = gate_up.reshape(-1, gate_up.shape[-1])
+    out = rows.new_empty(rows.shape[0], rows.shape[1] // 2)
+    torch.ops.temper.silu_mul(out, rows)
+    return out.view(*gate_up.shape[:-1], out.shape[1])
 
 
 def main() -> None:

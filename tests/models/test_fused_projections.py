@@ -1,4 +1,4 @@
-"""`LlamaForCausalLM.fuse_projections`: one GEMM for q/k/v and gate/up, optionally on oneDNN's or MKL's
+"""`LlamaForCausalLM.prepare_inference`: one GEMM for q/k/v and gate/up, optionally on oneDNN's or MKL's
 packed weights, at inference only; the parameters stay the objects optimizers and weight loads hold."""
 
 import copy
@@ -38,7 +38,7 @@ def test_fused_inference_equals_the_separate_projections(pack: str, bias: bool):
     want = logits(model, ids)
     params = {name: id(p) for name, p in model.named_parameters()}
     keys = list(model.state_dict())
-    model.fuse_projections(pack=pack)
+    model.prepare_inference(pack=pack)
     a, m = model.model.layers[0].self_attn, model.model.layers[0].mlp
     assert {name: id(p) for name, p in model.named_parameters()} == params  # the same Parameter objects
     assert list(model.state_dict()) == keys
@@ -53,22 +53,26 @@ def test_fused_inference_equals_the_separate_projections(pack: str, bias: bool):
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_one_or_two_rows_run_the_small_gemm_on_the_current_weights(bias: bool):
+def test_native_kernels_at_inference_equal_torch_and_leave_training_alone(bias: bool):
     from temper import native
 
     native.require()
     model = tiny(attention_bias=bias)
     ids = torch.randint(0, 256, (2, 9))
     reference = copy.deepcopy(model)
-    model.fuse_projections(pack="onednn", small=True)
+    model.prepare_inference(pack="onednn", native=True)
     a = model.model.layers[0].self_attn
     assert a.qkv.small_rows == range(1, native.SMALL_GEMM_ROWS + 1) and model.head.small_rows
+    assert a.native and model.model.layers[0].mlp.native and model.model.norm.native  # RMSNorm, RoPE, SwiGLU
     for rows in (ids[:1, :1], ids[:, :1], ids[:1]):  # 1 and 2 rows (small GEMM), 9 rows (oneDNN)
         torch.testing.assert_close(logits(model, rows), logits(reference, rows), atol=1e-5, rtol=1e-5)
     with torch.no_grad():  # an in-place load is seen at once: the small GEMM reads the fused matrix itself
         for m in (model, reference):
             m.model.layers[1].mlp.up_proj.weight.mul_(-1.0)
     torch.testing.assert_close(logits(model, ids[:1, :1]), logits(reference, ids[:1, :1]), atol=1e-5, rtol=1e-5)
+    model.train()  # with grad: the separate projections and torch ops, gradients reach the parameters
+    model.logits(ids).logsumexp(-1).mean().backward()
+    assert model.model.layers[0].input_layernorm.weight.grad is not None and a.q_proj.weight.grad is not None
 
 
 def test_auto_picks_mkl_on_intel_and_onednn_elsewhere(monkeypatch):
@@ -85,7 +89,7 @@ def test_in_place_changes_reach_the_fused_and_packed_weights(pack: str):
     """An optimizer step (training runs the separate projections, grads on the parameters) and an
     in-place copy both show in the next fused inference: the packed copy is rebuilt."""
     model = tiny()
-    model.fuse_projections(pack=pack)
+    model.prepare_inference(pack=pack)
     ids = torch.randint(0, 256, (2, 9))
     before = logits(model, ids)
     packed = model.model.layers[0].self_attn.qkv._packed
@@ -111,7 +115,7 @@ def test_in_place_changes_reach_the_fused_and_packed_weights(pack: str):
 @pytest.mark.parametrize("pack", KERNELS)
 def test_a_copied_or_moved_model_falls_back_to_the_separate_projections(pack: str):
     model = tiny()
-    model.fuse_projections(pack=pack)
+    model.prepare_inference(pack=pack)
     ids = torch.randint(0, 256, (1, 7))
     logits(model, ids)  # packed now: MKL's packed layout cannot be copied, the copy gets no fused view
     moved = copy.deepcopy(model)
@@ -122,7 +126,7 @@ def test_a_copied_or_moved_model_falls_back_to_the_separate_projections(pack: st
         assert not model.model.layers[0].self_attn.qkv.usable()
         got = model.logits(ids)
     torch.testing.assert_close(got.float(), logits(moved, ids), atol=1e-4, rtol=1e-4)
-    model.fuse_projections(pack=pack)  # fused again on the new storage; float64 is not packed
+    model.prepare_inference(pack=pack)  # fused again on the new storage; float64 is not packed
     with torch.inference_mode():
         assert model.model.layers[0].self_attn.qkv.usable() and model.model.layers[0].self_attn.qkv.kernel is None
 
@@ -135,13 +139,13 @@ def test_lora_wrapped_projections_are_not_fused_over():
     for fuse_first in (True, False):
         model = tiny()
         if fuse_first:
-            model.fuse_projections(pack="auto")
+            model.prepare_inference(pack="auto")
         apply_lora(model, rank=4)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if "lora_B" in name:
                     p.normal_(0, 0.5)  # a non-zero adapter: fusing over it would change the output
         want = logits(copy.deepcopy(model), ids)  # a copy runs unfused
-        model.fuse_projections(pack="auto")
+        model.prepare_inference(pack="auto")
         assert model.model.layers[0].self_attn.qkv is None and model.model.layers[0].mlp.gate_up is not None
         torch.testing.assert_close(logits(model, ids), want, atol=1e-5, rtol=1e-5)

@@ -129,3 +129,25 @@ def test_without_a_compiler_auto_runs_torch_ops_and_on_fails_in_one_line(tmp_pat
     assert "native False False" in out.stdout, out.stderr[-2000:]
     assert "the C++ kernels could not be built" in out.stderr
     assert out.returncode != 0 and "engine.native_kernels=on: the C++ kernels could not be built" in out.stderr
+
+
+@pytest.mark.parametrize("rows", [1, 3, 200])
+def test_layer_ops_equal_their_torch_ops(rows, threads):
+    """RMSNorm, RoPE (in place, on a strided view of a fused q/k/v output) and silu(gate) * up."""
+    from temper.models.rope import apply_rotary
+
+    native.require()
+    torch.manual_seed(rows)
+    x, w = torch.randn(rows, 576) * 3, torch.randn(576)
+    torch.testing.assert_close(native.rms_norm(x, w, 1e-5), F.rms_norm(x, (576,), w, 1e-5), atol=1e-5, rtol=1e-5)
+    fused = torch.randn(rows, 15, 64)  # 9 q heads, 3 k heads, 3 v heads
+    angles = torch.randn(rows, 32) * 10
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([-angles.sin(), angles.sin()], -1)
+    want = apply_rotary(fused[:, :12], cos[:, None], sin[:, None])
+    v_before = fused[:, 12:].clone()
+    native.rope_(fused[:, :12], cos, sin)
+    torch.testing.assert_close(fused[:, :12], want, atol=1e-5, rtol=1e-5)
+    assert torch.equal(fused[:, 12:], v_before)  # values untouched
+    gate_up = torch.randn(rows, 2 * 1536) * 8  # large |gate| too: exp's clamped range
+    gate, up = gate_up.split(1536, -1)
+    torch.testing.assert_close(native.silu_mul(gate_up), F.silu(gate) * up, atol=1e-5, rtol=1e-5)

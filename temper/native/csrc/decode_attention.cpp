@@ -31,28 +31,6 @@ namespace {
 constexpr int64_t kChunk = 256;  // keys scored at a time (their scores stay in L1)
 constexpr int kQT = 6;           // queries per tile against transposed keys (6 x 4 vectors of accumulators)
 
-// exp(x) in place, for softmax numerators (x <= 0 after the running peak is subtracted; below -87 the
-// result is ~1e-38 instead of 0). Cephes' expf polynomial (about 1 ulp), written to vectorise.
-inline void exp_inplace(float* x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] > -87.0f ? x[i] : -87.0f;
-    const float k = std::nearbyint(v * 1.44269504088896341f);
-    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof(scale));
-    x[i] = p * scale;
-  }
-}
-
 template <int D>
 struct Heads {
   static constexpr int DV = D / W;                             // vectors per head row

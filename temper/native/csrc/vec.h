@@ -1,8 +1,10 @@
-// Vector helpers shared by the engine's kernels: one GCC vector of W floats (16 with AVX-512, else 8),
-// unaligned loads and stores, a horizontal sum, and a dispatch from a runtime count to a template.
+// Helpers shared by temper's kernels: one GCC vector of W floats (16 with AVX-512, else 8), unaligned
+// loads and stores, a horizontal sum, a dispatch from a runtime count to a template, and a vectorised exp.
 #pragma once
 
 #include <cstdint>
+#include <cmath>
+#include <cstring>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -34,5 +36,28 @@ inline void with_count(int64_t n, A&&... a) {
   if constexpr (MAX >= 1) {
     if (n == MAX) return F::template run<MAX>(a...);
     with_count<MAX - 1, F>(n, a...);
+  }
+}
+
+// exp(x) in place, clamped to [-87, 88] (softmax numerators after the peak is subtracted are <= 0; below
+// -87 the result is ~1e-38 instead of 0). Cephes' expf polynomial (about 1 ulp), written to vectorise.
+inline void exp_inplace(float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = x[i] > -87.0f ? x[i] : -87.0f;
+    const float v = c < 88.0f ? c : 88.0f;
+    const float k = std::nearbyint(v * 1.44269504088896341f);
+    const float r = v - k * 0.693359375f + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof(scale));
+    x[i] = p * scale;
   }
 }
