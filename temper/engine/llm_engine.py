@@ -32,7 +32,7 @@ class LLMEngine:
         self.config = config = config or EngineConfig()
         self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
         # one GEMM for q/k/v and one for gate/up, on packed weights, and temper's C++ kernels where they run
-        # (GEMMs of one or two rows, RMSNorm, RoPE, SwiGLU); the parameters stay the same objects
+        # (GEMMs of 1 to 4 rows, RMSNorm, RoPE, SwiGLU); the parameters stay the same objects
         model.prepare_inference(pack=config.packed_weights,
                                 native=native.use(config.native_kernels, next(model.parameters()).device))
         mcfg = model.config

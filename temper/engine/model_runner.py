@@ -34,6 +34,7 @@ class ModelRunner:
         self.native = native.use(config.native_kernels, self.device) and cache.k.dtype == torch.float32 and \
             model.config.head_dim in native.HEAD_DIMS
         self.native_rows = 0  # decode rows the kernel attended (tests: it really ran)
+        self.native_segment_tokens = 0  # segment tokens (draft verification) it attended
         # The engine's sliding window (with attention sinks) or the model's own (Mistral), if any.
         self.window = config.sliding_window or (model.config.sliding_window or 0)
         self.sinks = config.sink_tokens if config.sliding_window else 0
@@ -85,6 +86,7 @@ class ModelRunner:
             raise
         if attention.native:
             self.native_rows += meta.num_decode
+        self.native_segment_tokens += sum(s.length for s in meta.segments if attention.native_segment(s))
         if not logit_rows:
             return hidden.new_empty(0, self.model.config.vocab_size), spans
         return self._logits(hidden[logit_rows]), spans

@@ -22,7 +22,9 @@ import torch.nn.functional as F
 
 from temper.engine.decode_buffer import BufferStep
 from temper.engine.kv_cache import KVCache, transposed_keys
-from temper.native import decode_attention
+from temper.native import decode_attention, segment_attention
+
+SEGMENT_TOKENS = 64  # segments up to this long (draft verification, short turns) attend through the kernel
 
 
 @dataclass
@@ -78,10 +80,12 @@ def window_mask(qpos: torch.Tensor, kpos: torch.Tensor, window: int, sinks: int)
 class PagedAttention:
     def __init__(self, cache: KVCache, meta: StepMeta, query_chunk: int = 512, window: int = 0, sinks: int = 0,
                  sdpa_decode: bool = False, native: bool = False):
-        """`native`: decode rows read from the decode buffer go through the C++ kernel (temper/native),
-        which also stores their new keys and values; needs an fp32 cache."""
+        """`native` (an fp32 cache on the CPU): decode rows read from the decode buffer go through the C++
+        kernel (temper/native), which also stores their new keys and values, and so do short segments that
+        follow cached tokens (`native_segment`)."""
         self.cache, self.meta, self.query_chunk = cache, meta, query_chunk
         self.window, self.sinks, self.sdpa_decode = window, sinks, sdpa_decode
+        self.kernels = native
         self.native = native and meta.buffer is not None and meta.num_decode > 0
         self._group_slots: torch.Tensor | None = None
 
@@ -239,7 +243,16 @@ class PagedAttention:
             return transposed_keys(got, c.num_groups) if which == "k" else got
         return self.cache.gather_prefix(layer, which, c.blocks, c.key, c.num_groups)
 
+    def native_segment(self, seg: Segment) -> bool:
+        """A segment the kernel attends: short, after cached tokens (a fresh prompt takes SDPA's causal
+        kernel with no gather), no sliding window."""
+        return self.kernels and seg.start > 0 and seg.length <= SEGMENT_TOKENS and not self.window
+
     def _segment(self, layer: int, seg: Segment, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.native_segment(seg):  # reads the cache through the block table in place
+            out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+            segment_attention(out, q, *self.cache.layer_kv(layer), seg.blocks, seg.start, q.shape[-1]**-0.5)
+            return out
         ctx = seg.start + seg.length
         qt = q.transpose(0, 1)[None]  # [1, Hq, T, D]
         if seg.start == 0 and not self.window and seg.length <= self.query_chunk:

@@ -171,7 +171,7 @@ class LlamaForCausalLM(nn.Module):
     def prepare_inference(self, pack: PackChoice = "off", native: bool = False) -> None:
         """One GEMM for q/k/v and one for gate/up at inference; with a packed kernel (see
         `fused_linear.py`) every linear layer and the head also run on its prepacked weights; with
-        `native` (the caller checked temper.native is built) products of one or two rows run on its small
+        `native` (the caller checked temper.native is built) products of 1 to 4 rows run on its small
         GEMM, and RMSNorm, RoPE and SwiGLU's activation on its kernels (fp32 on the CPU, at inference;
         anything else runs as before). Idempotent."""
         kernel = packed_kernel(pack)

@@ -5,8 +5,10 @@
   group's shared prefix and their own keys with one running softmax. In torch ops the same step is some
   twenty small ops per layer (writes by advanced indexing, four batched matmuls of a few query rows
   each, softmax pieces, the cascade merge).
-- `small_gemm` (csrc/small_gemm.cpp): `x @ w.T` for one or two rows of x (decoding one or two sequences),
-  which reads every weight once for little arithmetic: it streams the weights at memory speed.
+- `segment_attention` (csrc/decode_attention.cpp): a few new tokens of one sequence (verifying drafts)
+  attended to its keys in the paged cache, read through its block table in place.
+- `small_gemm` (csrc/small_gemm.cpp): `x @ w.T` for 1 to 4 rows of x (decoding a few sequences, verifying
+  short drafts), which reads every weight once for little arithmetic: it streams the weights at memory speed.
 - `rms_norm`, `rope_`, `silu_mul` (csrc/layer_ops.cpp): a decoder layer's elementwise steps, one op each
   where torch runs several (at a decode step each costs more to dispatch than to compute).
 
@@ -39,7 +41,7 @@ CSRC = Path(__file__).with_name("csrc")
 SOURCES = [CSRC / "decode_attention.cpp", CSRC / "small_gemm.cpp", CSRC / "layer_ops.cpp"]  # and vec.h
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-DNDEBUG"]
 HEAD_DIMS = (16, 32, 64, 128)  # decode_attention's register tiles are compiled for these
-SMALL_GEMM_ROWS = 2  # small_gemm's rows (from 3 on, oneDNN's GEMM was faster here)
+SMALL_GEMM_ROWS = 4  # small_gemm's rows (from 5 on, oneDNN's GEMM was as fast or faster here)
 
 
 def _build_tag() -> str:
@@ -108,6 +110,11 @@ def decode_attention(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: tor
                      prefix_len: torch.Tensor, row_group: torch.Tensor, scale: float) -> None:
     torch.ops.temper.decode_attention(out, q, k, v, kbuf, vbuf, lengths, kcache, vcache, blocks, offsets, prefix_k,
                                       prefix_v, prefix_len, row_group, scale)
+
+
+def segment_attention(out: torch.Tensor, q: torch.Tensor, kcache: torch.Tensor, vcache: torch.Tensor,
+                      blocks: torch.Tensor, start: int, scale: float) -> None:
+    torch.ops.temper.segment_attention(out, q, kcache, vcache, blocks, start, scale)
 
 
 def small_gemm(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

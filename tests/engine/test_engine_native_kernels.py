@@ -52,6 +52,7 @@ def test_speculation_and_weight_loads_on_the_kernels(monkeypatch):
     greedy = SamplingParams(temperature=0, max_tokens=32)
     same(native.generate([prompt], greedy), torch_ops.generate([prompt], greedy))
     assert native.stats["accepted_tokens"] > 0 and native.runner.native_rows > 0 and calls
+    assert native.runner.native_segment_tokens > 0  # the drafts were verified through the segment kernel
     torch.manual_seed(1)
     new = {k: v + 0.05 * torch.randn_like(v) for k, v in native.model.state_dict().items() if "norm" not in k}
     for engine in (native, torch_ops):
@@ -71,3 +72,17 @@ def test_int8_and_other_head_dims_run_the_torch_attention():
     want = LLMEngine(tiny_pair(seed=3, head_dim=24, hidden_size=96)[0], None, EngineConfig(
         block_size=16, native_kernels="off")).generate([[1, 2, 3]], SamplingParams(max_tokens=4, seed=0))[0]
     assert out.token_ids == want.token_ids and odd.model.model.layers[0].mlp.gate_up.small_rows  # small GEMM still
+
+
+def test_a_second_turn_after_a_cached_prefix_attends_through_the_segment_kernel():
+    native, torch_ops = pair()
+    first = random_prompts([80], 512, seed=9)[0]
+    greedy = SamplingParams(temperature=0, max_tokens=12)
+    outs = {}
+    for name, engine in (("native", native), ("torch", torch_ops)):
+        reply = engine.generate([first], greedy)[0]
+        second = first + reply.token_ids + random_prompts([20], 512, seed=10)[0]  # the next turn's observation
+        outs[name] = engine.generate([second], greedy)
+        assert outs[name][0].num_cached_prompt_tokens > 0
+    same(outs["native"], outs["torch"])
+    assert native.runner.native_segment_tokens > 0 and torch_ops.runner.native_segment_tokens == 0

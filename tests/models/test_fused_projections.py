@@ -64,7 +64,7 @@ def test_native_kernels_at_inference_equal_torch_and_leave_training_alone(bias: 
     a = model.model.layers[0].self_attn
     assert a.qkv.small_rows == range(1, native.SMALL_GEMM_ROWS + 1) and model.head.small_rows
     assert a.native and model.model.layers[0].mlp.native and model.model.norm.native  # RMSNorm, RoPE, SwiGLU
-    for rows in (ids[:1, :1], ids[:, :1], ids[:1]):  # 1 and 2 rows (small GEMM), 9 rows (oneDNN)
+    for rows in (ids[:1, :1], ids[:, :1], ids[:1, :4], ids[:1]):  # 1, 2 and 4 rows (small GEMM), 9 (oneDNN)
         torch.testing.assert_close(logits(model, rows), logits(reference, rows), atol=1e-5, rtol=1e-5)
     with torch.no_grad():  # an in-place load is seen at once: the small GEMM reads the fused matrix itself
         for m in (model, reference):

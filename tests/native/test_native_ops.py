@@ -151,3 +151,25 @@ def test_layer_ops_equal_their_torch_ops(rows, threads):
     gate_up = torch.randn(rows, 2 * 1536) * 8  # large |gate| too: exp's clamped range
     gate, up = gate_up.split(1536, -1)
     torch.testing.assert_close(native.silu_mul(gate_up), F.silu(gate) * up, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head_dim", native.HEAD_DIMS)
+@pytest.mark.parametrize("n, start", [(1, 37), (5, 300), (17, 270)])
+def test_segment_attention_equals_causal_attention_over_the_block_table(head_dim, n, start, threads):
+    """Token j of a segment sees positions [0, start + j], read from the paged cache in place."""
+    native.require()
+    torch.manual_seed(n)
+    hkv, g, bs, nblocks = 2, 3, 16, 40
+    kc, vc = torch.randn(hkv, nblocks, bs, head_dim), torch.randn(hkv, nblocks, bs, head_dim)
+    table = torch.randperm(nblocks)[:(start + n + bs - 1) // bs]
+    q = torch.randn(n, hkv * g, head_dim)
+    out = torch.empty_like(q)
+    native.segment_attention(out, q, kc, vc, table, start, head_dim**-0.5)
+    keys = kc[:, table].flatten(1, 2)[:, :start + n].repeat_interleave(g, 0)  # [Hq, L, D]
+    vals = vc[:, table].flatten(1, 2)[:, :start + n].repeat_interleave(g, 0)
+    scores = (q.transpose(0, 1) @ keys.transpose(-1, -2)) * head_dim**-0.5  # [Hq, n, L]
+    allowed = torch.arange(start + n)[None, :] <= torch.arange(start, start + n)[:, None]
+    want = (scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ vals).transpose(0, 1)
+    torch.testing.assert_close(out, want, atol=2e-5, rtol=2e-5)
+    with pytest.raises(RuntimeError, match="does not cover the segment"):
+        native.segment_attention(out, q, kc, vc, table[:1], start, head_dim**-0.5)

@@ -8,6 +8,10 @@
 // head), run in parallel on torch's threads. fp32 throughout; scores are kept for one chunk of keys at a
 // time, so memory does not grow with context.
 //
+// `segment_attention` attends a few new tokens of one sequence (verifying speculative drafts) to its keys
+// in the paged cache, read through its block table in place: the torch path gathers the whole context
+// every layer and runs SDPA with a mask it builds.
+//
 // The inner loops are register tiles over compile-time head dims (16, 32, 64, 128) of W-float vectors
 // (vec.h); runtime-length inner loops over 64 floats made the op ~2x slower here (their set-up cost is paid
 // per key).
@@ -31,6 +35,19 @@ namespace {
 constexpr int64_t kChunk = 256;  // keys scored at a time (their scores stay in L1)
 constexpr int kQT = 6;           // queries per tile against transposed keys (6 x 4 vectors of accumulators)
 
+// Key or value rows by position t: contiguous rows, or rows of the paged cache through a block table.
+struct Contiguous {
+  const float* p;
+  int64_t stride;
+  const float* operator()(int64_t t) const { return p + t * stride; }
+};
+struct Paged {
+  const float* head;  // one kv head's [blocks, block_size, D]
+  const int64_t* table;
+  int64_t bs, d;
+  const float* operator()(int64_t t) const { return head + (table[t / bs] * bs + t % bs) * d; }
+};
+
 template <int D>
 struct Heads {
   static constexpr int DV = D / W;                             // vectors per head row
@@ -47,17 +64,18 @@ struct Heads {
     static int64_t pad(int64_t m) { return (m + kQT - 1) / kQT * kQT; }
   };
 
-  // acc[q] += sum_t w[q][t] * v[t] for QB queries from q0, keys t < n.
+  // acc[q] += sum_t w[q][t] * v(t0 + t) for QB queries from q0, keys t < n.
   struct ValueTile {
-    template <int QB>
-    static void run(Running& r, int64_t q0, int64_t n, const float* v, int64_t vstride) {
+    template <int QB, typename Rows>
+    static void run(Running& r, int64_t q0, int64_t n, const Rows& v, int64_t t0) {
       vf a[QB][DV];
       for (int j = 0; j < QB; ++j)
         for (int x = 0; x < DV; ++x) a[j][x] = vload(r.acc.data() + (q0 + j) * D + x * W);
       const float* w = r.scores.data() + q0 * kChunk;
       for (int64_t t = 0; t < n; ++t) {
         vf vv[DV];
-        for (int x = 0; x < DV; ++x) vv[x] = vload(v + t * vstride + x * W);
+        const float* vt = v(t0 + t);
+        for (int x = 0; x < DV; ++x) vv[x] = vload(vt + x * W);
         for (int j = 0; j < QB; ++j) {
           const float wj = w[j * kChunk + t];
           for (int x = 0; x < DV; ++x) a[j][x] += wj * vv[x];
@@ -68,8 +86,10 @@ struct Heads {
     }
   };
 
-  // Folds the chunk's scores of queries [q0, q0 + nq) (keys t < n) into the running softmax, then the values.
-  static void fold(Running& r, int64_t q0, int64_t nq, int64_t n, const float* v, int64_t vstride) {
+  // Folds the chunk's scores of queries [q0, q0 + nq) (keys t0 + t, t < n) into the running softmax, then
+  // the values.
+  template <typename Rows>
+  static void fold(Running& r, int64_t q0, int64_t nq, int64_t n, const Rows& v, int64_t t0) {
     for (int64_t q = q0; q < q0 + nq; ++q) {
       float* s = r.scores.data() + q * kChunk;
       float top = r.peak[q];
@@ -91,7 +111,8 @@ struct Heads {
       for (int64_t t = 0; t < n; ++t) sum += s[t];
       r.total[q] += sum;
     }
-    for (int64_t q = q0; q < q0 + nq; q += QPV) with_count<QPV, ValueTile>(std::min<int64_t>(QPV, q0 + nq - q), r, q, n, v, vstride);
+    for (int64_t q = q0; q < q0 + nq; q += QPV)
+      with_count<QPV, ValueTile>(std::min<int64_t>(QPV, q0 + nq - q), r, q, n, v, t0);
   }
 
   // scores[q][t..t + KV * W) for kQT queries from q0 against keys stored transposed, kt[i * ld + t].
@@ -130,25 +151,28 @@ struct Heads {
           }
         }
       }
-      fold(r, 0, r.m, n, v + t0 * vstride, vstride);
+      fold(r, 0, r.m, n, Contiguous{v, vstride}, t0);
     }
   }
 
-  // Queries [q0, q0 + nq) against len keys stored by row, k[t * kstride + i].
-  static void attend_rows(Running& r, const float* qs, int64_t q0, int64_t nq, const float* k, int64_t kstride,
-                          int64_t len, const float* v, int64_t vstride) {
+  // Queries [q0, q0 + nq) against len keys by row, k(t); with `visible`, query q sees keys t < visible[q].
+  template <typename Rows>
+  static void attend_rows(Running& r, const float* qs, int64_t q0, int64_t nq, const Rows& k, int64_t len,
+                          const Rows& v, const int64_t* visible = nullptr) {
     for (int64_t t0 = 0; t0 < len; t0 += kChunk) {
       const int64_t n = std::min(kChunk, len - t0);
       for (int64_t t = 0; t < n; ++t) {
         vf kk[DV];
-        for (int x = 0; x < DV; ++x) kk[x] = vload(k + (t0 + t) * kstride + x * W);
+        const float* kt = k(t0 + t);
+        for (int x = 0; x < DV; ++x) kk[x] = vload(kt + x * W);
         for (int64_t q = q0; q < q0 + nq; ++q) {
           vf p = vload(qs + q * D) * kk[0];
           for (int x = 1; x < DV; ++x) p += vload(qs + q * D + x * W) * kk[x];
-          r.scores[q * kChunk + t] = hsum(p);
+          const bool seen = !visible || t0 + t < visible[q];
+          r.scores[q * kChunk + t] = seen ? hsum(p) : -std::numeric_limits<float>::infinity();
         }
       }
-      fold(r, q0, nq, n, v + t0 * vstride, vstride);
+      fold(r, q0, nq, n, v, t0);
     }
   }
 };
@@ -192,7 +216,7 @@ void attend_item(const Args& a, const std::vector<int64_t>& rows, int64_t item, 
   for (int64_t j = 0; j < nr; ++j) {  // each row's own keys
     const int64_t r = rows[j];
     const int64_t at_buf = (r * a.hkv + h) * a.cap * D;
-    H::attend_rows(run, qs.data(), j * g, g, a.kbuf + at_buf, D, a.len[r], a.vbuf + at_buf, D);
+    H::attend_rows(run, qs.data(), j * g, g, Contiguous{a.kbuf + at_buf, D}, a.len[r], Contiguous{a.vbuf + at_buf, D});
     for (int64_t x = 0; x < g; ++x) {
       const int64_t qi = j * g + x;
       const float inv = 1.0f / run.total[qi];
@@ -201,6 +225,45 @@ void attend_item(const Args& a, const std::vector<int64_t>& rows, int64_t item, 
       for (int64_t i = 0; i < D; ++i) dst[i] = acc[i] * inv;
     }
   }
+}
+
+struct SegmentArgs {
+  int64_t hq, g, bs, start;
+  const float* q;
+  int64_t qs0, qs1;
+  float* out;
+  const float *kcache, *vcache;  // [Hkv, blocks, block_size, D]
+  const int64_t* table;
+  int64_t nblocks;
+  float scale;
+};
+
+// Tokens [j0, j1) of a segment for kv head h: token j sees the positions [0, start + j] of its sequence,
+// read from the paged cache through its block table (its own new keys were stored there first).
+template <int D>
+void attend_segment(const SegmentArgs& a, int64_t h, int64_t j0, int64_t j1) {
+  using H = Heads<D>;
+  const int64_t g = a.g, m = (j1 - j0) * g;
+  typename H::Running run(m);
+  std::vector<float> qs(H::Running::pad(m) * D, 0.0f);
+  std::vector<int64_t> visible(m);
+  for (int64_t j = j0; j < j1; ++j)
+    for (int64_t x = 0; x < g; ++x) {
+      const int64_t qi = (j - j0) * g + x;
+      const float* src = a.q + j * a.qs0 + (h * g + x) * a.qs1;
+      for (int64_t i = 0; i < D; ++i) qs[qi * D + i] = src[i] * a.scale;
+      visible[qi] = a.start + j + 1;
+    }
+  const int64_t head = h * a.nblocks * a.bs * D;
+  const Paged keys{a.kcache + head, a.table, a.bs, D}, values{a.vcache + head, a.table, a.bs, D};
+  H::attend_rows(run, qs.data(), 0, m, keys, a.start + j1, values, visible.data());
+  for (int64_t j = j0; j < j1; ++j)
+    for (int64_t x = 0; x < g; ++x) {
+      const int64_t qi = (j - j0) * g + x;
+      const float inv = 1.0f / run.total[qi];
+      float* dst = a.out + (j * a.hq + h * g + x) * D;
+      for (int64_t i = 0; i < D; ++i) dst[i] = run.acc[qi * D + i] * inv;
+    }
 }
 
 void check(const at::Tensor& t, const char* name, at::ScalarType dtype) {
@@ -283,11 +346,55 @@ void decode_attention(const at::Tensor& out, const at::Tensor& q, const at::Tens
   });
 }
 
+// out [n, Hq, D]: the n new tokens of one sequence (q [n, Hq, D], last dim contiguous), token j attending
+// to positions [0, start + j] in kcache, vcache [Hkv, blocks, block_size, D] through blocks (the sequence's
+// block table, covering start + n positions).
+void segment_attention(const at::Tensor& out, const at::Tensor& q, const at::Tensor& kcache,
+                       const at::Tensor& vcache, const at::Tensor& blocks, int64_t start, double scale) {
+  for (const at::Tensor* t : {&out, &q, &kcache, &vcache}) check(*t, "every float tensor", at::kFloat);
+  check(blocks, "blocks", at::kLong);
+  const int64_t n = q.size(0), hq = q.size(1), d = q.size(2), hkv = kcache.size(0);
+  TORCH_CHECK(d == 16 || d == 32 || d == 64 || d == 128, "segment_attention: head_dim ", d,
+              " is not 16, 32, 64 or 128");
+  TORCH_CHECK(q.stride(2) == 1 && out.is_contiguous() && out.sizes() == q.sizes() && kcache.is_contiguous() &&
+                  vcache.is_contiguous() && blocks.is_contiguous() && kcache.size(3) == d && hq % hkv == 0,
+              "segment_attention: shapes or layouts do not match");
+  SegmentArgs a{};
+  a.hq = hq, a.g = hq / hkv, a.bs = kcache.size(2), a.start = start, a.nblocks = kcache.size(1);
+  TORCH_CHECK(start >= 0 && n >= 1 && blocks.numel() * a.bs >= start + n,
+              "segment_attention: the block table does not cover the segment");
+  a.table = blocks.data_ptr<int64_t>();
+  for (int64_t i = 0; i < (start + n + a.bs - 1) / a.bs; ++i)
+    TORCH_CHECK(a.table[i] >= 0 && a.table[i] < a.nblocks, "segment_attention: block ", a.table[i], " out of range");
+  a.q = q.data_ptr<float>(), a.qs0 = q.stride(0), a.qs1 = q.stride(1);
+  a.out = out.data_ptr<float>(), a.kcache = kcache.data_ptr<float>(), a.vcache = vcache.data_ptr<float>();
+  a.scale = static_cast<float>(scale);
+  constexpr int64_t kTokens = 4;  // tokens per work item: their queries share each key read
+  const int64_t parts = (n + kTokens - 1) / kTokens;
+  at::parallel_for(0, hkv * parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t h = job / parts, j0 = job % parts * kTokens, j1 = std::min(n, j0 + kTokens);
+      switch (d) {
+        case 16: attend_segment<16>(a, h, j0, j1); break;
+        case 32: attend_segment<32>(a, h, j0, j1); break;
+        case 64: attend_segment<64>(a, h, j0, j1); break;
+        default: attend_segment<128>(a, h, j0, j1); break;
+      }
+    }
+  });
+}
+
 TORCH_LIBRARY(temper, m) {
   m.def(
       "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, Tensor(b!) kbuf, Tensor(c!) vbuf, "
       "Tensor lengths, Tensor(d!) kcache, Tensor(e!) vcache, Tensor blocks, Tensor offsets, Tensor prefix_k, "
       "Tensor prefix_v, Tensor prefix_len, Tensor row_group, float scale) -> ()");
+  m.def(
+      "segment_attention(Tensor(a!) out, Tensor q, Tensor kcache, Tensor vcache, Tensor blocks, int start, "
+      "float scale) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(temper, CPU, m) { m.impl("decode_attention", &decode_attention); }
+TORCH_LIBRARY_IMPL(temper, CPU, m) {
+  m.impl("decode_attention", &decode_attention);
+  m.impl("segment_attention", &segment_attention);
+}
