@@ -32,9 +32,9 @@ class LLMEngine:
         self.config = config = config or EngineConfig()
         self.model, self.tokenizer, self.version = model.eval(), tokenizer, version
         # one GEMM for q/k/v and one for gate/up, on packed weights, and temper's C++ kernels where they run
-        # (GEMMs of 1 to 4 rows, RMSNorm, RoPE, SwiGLU); the parameters stay the same objects
-        model.prepare_inference(pack=config.packed_weights,
-                                native=native.use(config.native_kernels, next(model.parameters()).device))
+        # (GEMMs of 1 to 4 rows, RMSNorm, RoPE, SwiGLU, sampling); the parameters stay the same objects
+        kernels = native.use(config.native_kernels, next(model.parameters()).device)
+        model.prepare_inference(pack=config.packed_weights, native=kernels)
         mcfg = model.config
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
         self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)
@@ -50,7 +50,7 @@ class LLMEngine:
         self.blocks = BlockManager(num_blocks, config.block_size, config.prefix_caching)
         self.scheduler = Scheduler(config, self.blocks)
         self.runner = ModelRunner(model, self.cache, config, self.blocks.generation)
-        self.sampler = Sampler()
+        self.sampler = Sampler(native=kernels)
         self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0,
                       "forked_samples": 0}
         self.speculator = Speculator(config.speculative, model, self.max_model_len, self.stats, draft_model)
@@ -169,7 +169,11 @@ class LLMEngine:
                 seqs.extend(kids)
                 before.extend([] for _ in kids)
         masks = token_bitmask([(s.matcher, b) for s, b in zip(seqs, before, strict=True)], logits.shape[-1])
-        tokens, logprobs, tops = self.sampler(logits[rows], seqs, masks) if rows else ([], [], [])
+        if not rows:
+            tokens, logprobs, tops = [], [], []
+        else:  # when every row samples, in order (decoding), the logits go as they are: no copy
+            tokens, logprobs, tops = self.sampler(logits if rows == list(range(len(logits))) else logits[rows], seqs,
+                                                  masks)
         for item, (first, count) in zip(batch, sample_spans, strict=True):
             seq = item.seq
             if not count:

@@ -13,6 +13,7 @@ logprobs come back to the host.
 
 import torch
 
+from temper import native
 from temper.engine.grammar import apply_bitmask
 from temper.engine.sequence import Sequence
 
@@ -66,11 +67,24 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torc
 
 
 class Sampler:
+    def __init__(self, native: bool = False):
+        """`native`: batches of plain samples (temperature only, no top logprobs, no grammar; an RL rollout's)
+        on the CPU are drawn by temper.native's one-pass kernel: the same two-level inverse CDF."""
+        self.native = native
+        self.native_rows = 0  # rows the kernel drew (tests: it really ran)
+
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence],
                  masks: tuple[torch.Tensor, list[int]] | None = None) -> tuple[list[int], list[float], list]:
         """logits [R, V] (one row per seq entry; a fresh tensor, changed in place) -> tokens, their
         logprobs, top alternatives (or None). `masks`: the grammar bitmask of constrained rows."""
         temps = [s.params.temperature or 1.0 for s in seqs]
+        if self.native and seqs and masks is None and logits.device.type == "cpu" and \
+                logits.dtype == torch.float32 and all(_plain(s) and not (s.params.greedy or s.params.logprobs)
+                                                      for s in seqs):
+            u = torch.cat([uniform(s) for s in seqs])
+            tokens, chosen = native.sample_plain(logits, torch.tensor(temps, device=logits.device), u)
+            self.native_rows += len(seqs)
+            return tokens.tolist(), chosen.tolist(), [None] * len(seqs)
         logits = logits.float()
         if masks is not None:  # structured outputs: sampled from, and logprobs of, the allowed tokens only
             apply_bitmask(logits, masks)

@@ -11,6 +11,8 @@
   short drafts), which reads every weight once for little arithmetic: it streams the weights at memory speed.
 - `rms_norm`, `rope_`, `silu_mul` (csrc/layer_ops.cpp): a decoder layer's elementwise steps, one op each
   where torch runs several (at a decode step each costs more to dispatch than to compute).
+- `sample_plain` (csrc/sampling.cpp): temperature sampling of many rows in one pass over their logits (the
+  sampler's two-level inverse CDF and the tokens' logprobs).
 
 docs/engine.md says what each saves. A leaf: `temper.models` (the fused linear layers) and
 `temper.engine` (attention) both use it; it imports only torch and temper.errors.
@@ -38,7 +40,7 @@ from temper.errors import TemperError
 log = logging.getLogger(__name__)
 Choice = Literal["auto", "on", "off"]
 CSRC = Path(__file__).with_name("csrc")
-SOURCES = [CSRC / "decode_attention.cpp", CSRC / "small_gemm.cpp", CSRC / "layer_ops.cpp"]  # and vec.h
+SOURCES = [CSRC / f"{name}.cpp" for name in ("decode_attention", "small_gemm", "layer_ops", "sampling")]  # + vec.h
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-DNDEBUG"]
 HEAD_DIMS = (16, 32, 64, 128)  # decode_attention's register tiles are compiled for these
 SMALL_GEMM_ROWS = 4  # small_gemm's rows (from 5 on, oneDNN's GEMM was as fast or faster here)
@@ -143,6 +145,15 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     out = rows.new_empty(rows.shape[0], rows.shape[1] // 2)
     torch.ops.temper.silu_mul(out, rows)
     return out.view(*gate_up.shape[:-1], out.shape[1])
+
+
+def sample_plain(logits: torch.Tensor, temperatures: torch.Tensor,
+                 uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens [R] and their logprobs (log_softmax(logits / t)) drawn by inverse CDF with uniforms [R] (float64)."""
+    tokens = torch.empty(logits.shape[0], dtype=torch.long)
+    logprobs = torch.empty(logits.shape[0], dtype=torch.float32)
+    torch.ops.temper.sample_plain(tokens, logprobs, logits, temperatures, uniforms)
+    return tokens, logprobs
 
 
 def main() -> None:

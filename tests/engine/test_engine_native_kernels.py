@@ -36,6 +36,7 @@ def test_the_engine_samples_the_tokens_of_its_torch_ops(kw):
     assert native.runner.native and native.runner.native_rows > 0 and torch_ops.runner.native_rows == 0
     assert native.runner.cascade_rows > 0  # groups sharing a prefix went through it too
     assert native.model.head.small_rows and not torch_ops.model.head.small_rows
+    assert native.sampler.native_rows > 0 and torch_ops.sampler.native_rows == 0  # rows drawn by the kernel
     if "kv_budget_bytes" in kw:
         assert native.scheduler.num_preemptions > 0
 

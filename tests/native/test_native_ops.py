@@ -173,3 +173,22 @@ def test_segment_attention_equals_causal_attention_over_the_block_table(head_dim
     torch.testing.assert_close(out, want, atol=2e-5, rtol=2e-5)
     with pytest.raises(RuntimeError, match="does not cover the segment"):
         native.segment_attention(out, q, kc, vc, table[:1], start, head_dim**-0.5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sample_plain_draws_the_tokens_of_the_two_level_inverse_cdf(temperature, threads):
+    from temper.engine.sampler import inverse_cdf
+
+    native.require()
+    torch.manual_seed(3)
+    logits = torch.randn(40, 3000) * 5  # 3 blocks of 1024 and a partial one
+    u = torch.rand(40, dtype=torch.float64)
+    u[:2] = torch.tensor([0.0, 1.0], dtype=torch.float64)  # the ends of the range
+    tokens, logprobs = native.sample_plain(logits, torch.full((40,), temperature), u)
+    scaled = logits / temperature
+    peak = scaled.amax(-1, keepdim=True)
+    weights = (scaled - peak).exp()
+    want = inverse_cdf(weights, u)
+    assert torch.equal(tokens, want)
+    lse = peak + weights.sum(-1, keepdim=True).log()
+    torch.testing.assert_close(logprobs, (scaled.gather(1, want[:, None]) - lse)[:, 0], atol=1e-5, rtol=1e-5)
