@@ -159,9 +159,29 @@ struct Heads {
   template <typename Rows>
   static void attend_rows(Running& r, const float* qs, int64_t q0, int64_t nq, const Rows& k, int64_t len,
                           const Rows& v, const int64_t* visible = nullptr) {
+    constexpr float kMasked = -std::numeric_limits<float>::infinity();
     for (int64_t t0 = 0; t0 < len; t0 += kChunk) {
       const int64_t n = std::min(kChunk, len - t0);
-      for (int64_t t = 0; t < n; ++t) {
+      int64_t t = 0;
+      for (; t + 4 <= n; t += 4) {  // four keys at a time: their four dot products reduced together
+        vf kk[4][DV];
+        for (int u = 0; u < 4; ++u) {
+          const float* kt = k(t0 + t + u);
+          for (int x = 0; x < DV; ++x) kk[u][x] = vload(kt + x * W);
+        }
+        for (int64_t q = q0; q < q0 + nq; ++q) {
+          vf p[4];
+          for (int u = 0; u < 4; ++u) {
+            p[u] = vload(qs + q * D) * kk[u][0];
+            for (int x = 1; x < DV; ++x) p[u] += vload(qs + q * D + x * W) * kk[u][x];
+          }
+          float* s = r.scores.data() + q * kChunk + t;
+          hsum4(p[0], p[1], p[2], p[3], s);
+          if (visible)
+            for (int u = 0; u < 4; ++u) s[u] = t0 + t + u < visible[q] ? s[u] : kMasked;
+        }
+      }
+      for (; t < n; ++t) {
         vf kk[DV];
         const float* kt = k(t0 + t);
         for (int x = 0; x < DV; ++x) kk[x] = vload(kt + x * W);
@@ -169,7 +189,7 @@ struct Heads {
           vf p = vload(qs + q * D) * kk[0];
           for (int x = 1; x < DV; ++x) p += vload(qs + q * D + x * W) * kk[x];
           const bool seen = !visible || t0 + t < visible[q];
-          r.scores[q * kChunk + t] = seen ? hsum(p) : -std::numeric_limits<float>::infinity();
+          r.scores[q * kChunk + t] = seen ? hsum(p) : kMasked;
         }
       }
       fold(r, q0, nq, n, v, t0);

@@ -28,6 +28,27 @@ inline float hsum(vf v) {
 #endif
 }
 
+// The horizontal sums of four vectors at once: {hsum(a), hsum(b), hsum(c), hsum(d)}. A tree of shuffles and
+// adds over all four, where four separate horizontal sums are four serial chains (what bounded scoring
+// keys one query at a time).
+inline void hsum4(vf a, vf b, vf c, vf d, float* out) {
+#if defined(__AVX512F__)
+  const vf x = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const vf y = __builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  // lanes [a 4 | b 4 | c 4 | d 4]
+  const vf z = __builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  // lanes [a 2 | b 2 | c 2 | d 2 | ...]
+  const vf w = __builtin_shufflevector(z, z, 0, 1, 4, 5, 8, 9, 12, 13, 0, 1, 4, 5, 8, 9, 12, 13) +
+               __builtin_shufflevector(z, z, 2, 3, 6, 7, 10, 11, 14, 15, 2, 3, 6, 7, 10, 11, 14, 15);
+  for (int i = 0; i < 4; ++i) out[i] = w[2 * i] + w[2 * i + 1];
+#else
+  out[0] = hsum(a), out[1] = hsum(b), out[2] = hsum(c), out[3] = hsum(d);
+#endif
+}
+
 constexpr int kMaxRows = 4;  // small_gemm's most rows (from 5 rows on, oneDNN's GEMM was as fast or faster here)
 
 // Calls F::template run<N>(args...) for the runtime n in [1, MAX].
