@@ -27,11 +27,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "engine"))
 from engine_texts import CODE, DECLARATION, TALE
 
+from temper import native
 from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
 from temper.engine.kv_cache import kv_bytes_per_token
 from temper.generation import SamplingParams
 from temper.malloc import use_fast_allocator
 from temper.models import load_model
+from temper.models.fused_linear import cpu_vendor, packed_kernel
 from temper.runtime import resolve_device
 
 SYSTEM_PROMPT = (
@@ -65,6 +67,14 @@ def rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
+def cpu_model() -> str:
+    """This machine's CPU (the packed GEMM kernel and the peers' speed depend on it)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -86,8 +96,10 @@ def rollout_prompts(tok, n_prompts: int, prompt_tokens: int) -> list[list[int]]:
     return prompts
 
 
-def run_temper(lm, prompts, samples, max_new, fixed, seed) -> tuple[int, float]:
-    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3))
+def run_temper(engine: LLMEngine, prompts, samples, max_new, fixed, seed) -> tuple[int, float]:
+    """One rollout on a long-lived engine (as a rollout worker keeps one, and as the vLLM peer keeps its LLM),
+    its prefix cache emptied first: every run computes its prompts."""
+    engine.blocks.invalidate()
     params = SamplingParams(temperature=1.0, max_tokens=max_new, n=samples, seed=seed, ignore_eos=fixed)
     t = time.perf_counter()
     outs = engine.generate(prompts, params)
@@ -214,7 +226,8 @@ def run_vllm(peer: VllmPeer, prompts, samples, max_new, fixed, seed) -> tuple[in
 def section_rollout(args, lm, hf, peer: VllmPeer | None) -> dict:
     tok = lm.tokenizer
     prompts = rollout_prompts(tok, args.prompts, args.prompt_tokens)
-    systems = {"temper": lambda f, s: run_temper(lm, prompts, args.samples, args.max_new, f, s)}
+    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3))
+    systems = {"temper": lambda f, s: run_temper(engine, prompts, args.samples, args.max_new, f, s)}
     if hf is not None:
         systems["hf_generate"] = lambda f, s: run_hf_generate(hf, tok, prompts, args.samples, args.max_new, f, s)
     if hf is not None and not args.skip_generate_batch:
@@ -448,14 +461,20 @@ def plot_scaling(points: list[dict], path: Path) -> Path:
 
 # ---- 5. decode step time against the roofline ----------------------------------------------
 def measure_machine(threads: int) -> tuple[float, float]:
-    """Peak fp32 matmul FLOP/s and memory bandwidth (bytes/s) at this thread count (best of a few)."""
+    """Peak fp32 matmul FLOP/s (the faster of torch's matmul and oneDNN's, which differ by vendor: MKL takes
+    slow paths on AMD) and memory bandwidth (bytes/s) at this thread count (best of a few)."""
     torch.set_num_threads(threads)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    packed = torch.ops.mkldnn._reorder_linear_weight(b, 2048) if torch.backends.mkldnn.is_available() else None
     flops = []
     for _ in range(5):
         t = time.perf_counter()
         a @ b
         flops.append(2 * 2048**3 / (time.perf_counter() - t))
+        if packed is not None:
+            t = time.perf_counter()
+            torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
+            flops.append(2 * 2048**3 / (time.perf_counter() - t))
     x = torch.empty(256 * 1024**2 // 4).fill_(1.0)
     y = torch.empty_like(x)
     bws = []
@@ -562,7 +581,9 @@ def main() -> None:
     if args.device != "cpu":  # the peers here are CPU builds: a GPU run measures temper alone
         args.skip_hf = args.skip_vllm = True
     lm = load_model(args.model, device=resolve_device(args.device))
-    result: dict = {"threads": args.threads, "model": args.model, "device": args.device}
+    result: dict = {"threads": args.threads, "model": args.model, "device": args.device, "cpu": cpu_model(),
+                    "cpu_vendor": cpu_vendor(), "packed_kernel": packed_kernel("auto"),
+                    "native_kernels": native.use("auto", torch.device(args.device))}
     t0 = time.perf_counter()
     peer = None
     if VLLM_PYTHON.is_file() and not args.skip_vllm and sections & {"1", "2", "5"}:

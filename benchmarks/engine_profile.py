@@ -25,7 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_bench import rollout_prompts
+from engine_bench import cpu_model, rollout_prompts
 
 from temper.engine import EngineConfig, LLMEngine
 from temper.generation import SamplingParams
@@ -57,8 +57,10 @@ def category(name: str) -> str:
     return "other"
 
 
-def decoding_engine(lm, batch: int, prompts: list[list[int]], steps: int, kernels: str = "auto") -> LLMEngine:
-    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3, native_kernels=kernels))
+def decoding_engine(lm, batch: int, prompts: list[list[int]], steps: int, kernels: str = "auto",
+                    packed: str = "auto") -> LLMEngine:
+    engine = LLMEngine(lm.model, lm.tokenizer, EngineConfig(kv_budget_bytes=2 * 1024**3, native_kernels=kernels,
+                                                            packed_weights=packed))
     for i in range(batch):
         engine.add_request(prompts[i % len(prompts)], SamplingParams(temperature=1.0, seed=i, ignore_eos=True,
                                                                      max_tokens=3 * steps + 16))
@@ -140,13 +142,15 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=16)
     p.add_argument("--prompt-tokens", type=int, default=300)
     p.add_argument("--native-kernels", default="auto", help="auto, on or off (EngineConfig.native_kernels)")
+    p.add_argument("--packed-weights", default="auto", help="auto, onednn, mkl or off (EngineConfig.packed_weights)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model)
     prompts = rollout_prompts(lm.tokenizer, 8, args.prompt_tokens)
-    result: dict = {"model": args.model, "threads": args.threads}
+    result: dict = {"model": args.model, "threads": args.threads, "cpu": cpu_model(),
+                    "native_kernels": args.native_kernels, "packed_weights": args.packed_weights}
     for b in map(int, args.batches.split(",")):
-        engine = decoding_engine(lm, b, prompts, args.steps, args.native_kernels)
+        engine = decoding_engine(lm, b, prompts, args.steps, args.native_kernels, args.packed_weights)
         ph = phases(engine, args.steps)
         cats, top = ops(engine, args.steps)
         print(f"\nbatch {b}: {ph['step']:.1f} ms per decode step")
