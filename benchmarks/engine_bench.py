@@ -33,7 +33,7 @@ from temper.engine.kv_cache import kv_bytes_per_token
 from temper.generation import SamplingParams
 from temper.malloc import use_fast_allocator
 from temper.models import load_model
-from temper.models.fused_linear import cpu_vendor, packed_kernel
+from temper.models.fused_linear import cpu_info, cpu_vendor, packed_kernel
 from temper.runtime import resolve_device
 
 SYSTEM_PROMPT = (
@@ -69,10 +69,7 @@ def rss_gib() -> float:
 
 def cpu_model() -> str:
     """This machine's CPU (the packed GEMM kernel and the peers' speed depend on it)."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+    return cpu_info("model name") or "unknown"
 
 
 def median(xs: list[float]) -> float:

@@ -35,14 +35,19 @@ PACK_ROWS = 64  # the row count both libraries tune their packed layout for (any
 
 
 @functools.cache
-def cpu_vendor() -> str:
+def cpu_info(key: str) -> str:
+    """A field of /proc/cpuinfo's first CPU ("vendor_id", "model name"); "" where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
+            if line.startswith(key):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
+
+
+def cpu_vendor() -> str:
+    return cpu_info("vendor_id")
 
 
 def packed_kernel(choice: PackChoice) -> PackedKernel | None:
