@@ -1,58 +1,164 @@
-"""The package boundaries of ../shared/DESIGN.md, checked on the source and on a fresh interpreter."""
+"""The import table of docs/architecture.md, read from the document itself and checked on every module's
+imports (top of the file and inside functions alike), and the boundaries that need a fresh interpreter."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-TEMPER = Path(__file__).resolve().parents[1] / "temper"
-
-# package -> temper packages it must never import (directly, at any depth of its modules)
-FORBIDDEN = {
-    "generation": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs", "sandbox"},
-    "agent": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa"},
-    "envs": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent"},
-    "sandbox": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs", "generation"},
-    "models": {"engine", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs", "sandbox"},
-    "rl": {"engine", "serve", "orchestrator", "evals", "envqa", "agent", "envs", "sandbox"},
-    "evals": {"orchestrator", "serve", "envqa"},
-    "envqa": {"orchestrator", "serve"},
-    # external agent programs: above agent, beside serve (whose request modules it uses), never the engine
-    "external": {"engine", "models", "orchestrator", "rl", "evals", "envqa"},
-    "rollout_servers": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs",
-                        "sandbox"},
-    # a reader of the folders the others write: their file formats and pure helpers (tokenizer, advantages,
-    # compare), never a component that runs (engine, trainer loop, sandboxes, agents, servers)
-    # temper's C++ kernels: a leaf that models and engine both use
-    "native": {"engine", "models", "serve", "orchestrator", "rl", "evals", "envqa", "agent", "envs", "sandbox",
-               "generation", "external", "rollout_servers", "dashboard", "config", "cli"},
-    "dashboard": {"engine", "serve", "orchestrator", "agent", "envs", "sandbox", "external", "rollout_servers",
-                  "generation"},
-}
+ROOT = Path(__file__).resolve().parents[1]
+TEMPER = ROOT / "temper"
+DOC = ROOT / "docs" / "architecture.md"
+NOT_TEMPER_CODE = (TEMPER / "envs" / "tasks",)  # task data: files that run inside sandboxes
 
 
-def imported_temper_packages(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
+def _section_rows(heading: str) -> list[list[str]]:
+    """The rows of the first Markdown table under `## heading` in docs/architecture.md, header dropped."""
+    lines = DOC.read_text().splitlines()
+    start = lines.index(f"## {heading}") + 1
+    rows = []
+    for line in lines[start:]:
+        if line.startswith("## "):
+            break
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            break  # the first table ended
+    assert len(rows) > 2, f"no table under '## {heading}' in {DOC}"
+    return rows[2:]  # header and separator
+
+
+def _names(cell: str) -> set[str]:
+    return set(re.findall(r"`([A-Za-z_][\w]*)`", cell))
+
+
+def _table(heading: str) -> dict[str, set[str]]:
+    table: dict[str, set[str]] = {}
+    for row in _section_rows(heading):
+        (module,) = _names(row[0])
+        assert module not in table, f"{module} has two rows in {DOC.name}"
+        table[module] = _names(row[1])
+    return table
+
+
+def _allowed() -> dict[str, set[str]]:
+    """module -> the temper modules it may import: a leaf those of its row, any other module its row's and
+    every leaf."""
+    leaves = _table("Leaves")
+    others = _table("What each module may import")
+    assert not set(leaves) & set(others), f"rows in both tables: {sorted(set(leaves) & set(others))}"
+    assert all(names <= set(leaves) for names in leaves.values()), "a leaf may import only leaves"
+    return leaves | {module: names | set(leaves) for module, names in others.items()}
+
+
+def _exceptions() -> dict[tuple[str, str], str]:
+    return {(next(iter(_names(row[0]))), next(iter(_names(row[1])))): row[2]
+            for row in _section_rows("Known exceptions")}
+
+
+ALLOWED = _allowed()
+EXCEPTIONS = _exceptions()
+
+
+def _module_files() -> dict[str, list[Path]]:
+    """Top-level modules of temper/ (a package or a .py file; the package's own __init__ is `temper`)."""
+    modules: dict[str, list[Path]] = {"temper": [TEMPER / "__init__.py"]}
+    for child in sorted(TEMPER.iterdir()):
+        if child.is_dir() and (child / "__init__.py").exists():
+            files = [p for p in sorted(child.rglob("*.py")) if not any(p.is_relative_to(d) for d in NOT_TEMPER_CODE)]
+            modules[child.name] = files
+        elif child.suffix == ".py" and child.name != "__init__.py":
+            modules[child.stem] = [child]
+    return modules
+
+
+MODULES = _module_files()
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The top-level temper modules `path` imports, anywhere in the file (`from temper import native`
+    counts as `native`; a relative import is resolved against the file's package)."""
+    package = list(path.relative_to(ROOT).parts[:-1])  # of a module file and of an __init__.py alike
+    found: set[str] = set()
+
+    def add(dotted: str, names: list[str]) -> None:
+        parts = dotted.split(".")
+        if parts[0] != "temper":
+            return
+        if len(parts) > 1:
+            found.add(parts[1])
+        else:  # `import temper` or `from temper import x`: x may be a module or a name of the package
+            found.update(n if n in MODULES else "temper" for n in names or ["temper"])
+
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return {n.split(".")[1] for n in names if n.startswith("temper.") and n.count(".") >= 1}
+            for alias in node.names:
+                add(alias.name, [])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                dotted = ".".join(base + ([node.module] if node.module else []))
+            else:
+                dotted = node.module or ""
+            add(dotted, [a.name for a in node.names])
+    return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_package_imports_stay_inside_its_boundary(package: str) -> None:
-    offenders = []
-    for path in sorted((TEMPER / package).rglob("*.py")):
-        if "tasks" in path.relative_to(TEMPER).parts:  # task data (files run inside sandboxes)
-            continue
-        bad = imported_temper_packages(path) & FORBIDDEN[package]
-        offenders += [f"{path.relative_to(TEMPER.parent)} imports temper.{b}" for b in sorted(bad)]
-    assert not offenders, "\n".join(offenders)
+def _edges() -> dict[tuple[str, str], list[str]]:
+    """(module, imported module) -> the files that import it."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, files in MODULES.items():
+        for path in files:
+            for imported in imported_modules(path) - {module}:
+                edges.setdefault((module, imported), []).append(str(path.relative_to(ROOT)))
+    return edges
+
+
+def test_every_module_of_temper_has_one_row_and_every_row_a_module() -> None:
+    assert set(MODULES) == set(ALLOWED), (
+        f"modules without a row in {DOC.name}: {sorted(set(MODULES) - set(ALLOWED))}; "
+        f"rows without a module: {sorted(set(ALLOWED) - set(MODULES))}")
+    unknown = {(m, n) for m, names in ALLOWED.items() for n in names if n not in MODULES}
+    assert not unknown, f"'may import' names modules that do not exist: {sorted(unknown)}"
+
+
+def test_the_allowed_imports_have_no_cycle() -> None:
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, "cycle in the import table: " + " -> ".join((*path, module))
+        if module not in done:
+            for imported in sorted(ALLOWED.get(module, ())):
+                visit(imported, (*path, module))
+            done.add(module)
+
+    for module in sorted(ALLOWED):
+        visit(module, ())
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_module_imports_only_what_its_row_allows(module: str) -> None:
+    offenders = [f"{where} imports temper.{imported}"
+                 for (importer, imported), files in sorted(_edges().items()) if importer == module
+                 if imported not in ALLOWED[module] and (importer, imported) not in EXCEPTIONS
+                 for where in files]
+    assert not offenders, f"not allowed by {DOC.name}:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("edge", sorted(EXCEPTIONS), ids="->".join)
+def test_each_known_exception_still_occurs(edge: tuple[str, str]) -> None:
+    assert edge[1] not in ALLOWED[edge[0]], f"{edge} is both allowed and listed as an exception"
+    assert edge in _edges(), (f"{edge[0]} no longer imports {edge[1]}: delete its row under "
+                              f"'Known exceptions' in {DOC.name}")
+
+
+def test_the_import_scan_sees_function_level_and_package_imports() -> None:
+    assert "engine" in imported_modules(TEMPER / "policy.py")  # inside open_policy
+    assert "native" in imported_modules(TEMPER / "engine" / "llm_engine.py")  # `from temper import native`
+    assert "temper" in imported_modules(TEMPER / "cli" / "main.py")  # `from temper import __version__`
 
 
 def test_the_vllm_worker_extension_imports_only_what_vllms_venv_has() -> None:
@@ -86,7 +192,7 @@ def test_agents_and_environments_load_without_the_engine() -> None:
 
 
 def test_the_external_agent_endpoint_loads_without_the_engine() -> None:
-    """It speaks serve's request schemas and chat rendering, which must not pull the engine in."""
+    """It is serve's route layer plus /exec and /files: neither may pull the engine or the models in."""
     mods = _modules_after_import("temper.external.external_episode")
-    assert "temper.serve.chat" in mods and "temper.serve.constraints" in mods
+    assert "temper.external.external_episode" in mods
     assert not {m for m in mods if m.startswith(("temper.engine", "temper.models", "temper.serve.variants"))}
