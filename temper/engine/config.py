@@ -30,7 +30,7 @@ class SpeculativeConfig(ConfigModel):
 class EngineConfig(ConfigModel):
     # KV cache budget in bytes; the number of blocks follows from it, the dtype and the model.
     kv_budget_bytes: int = Field(2 * 1024**3, gt=0)
-    # Large blocks: a block-table gather is one memcpy per block (FIELD_NOTES: block 16 cost ~5x).
+    # Large blocks: a block-table gather is one memcpy per block (block 16 cost ~5x a contiguous decode).
     # 64 keeps prefix sharing fine-grained enough for ~200-token system prompts.
     block_size: int = Field(64, ge=1)
     kv_dtype: Literal["fp32", "bf16", "int8"] = "fp32"

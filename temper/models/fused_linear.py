@@ -9,7 +9,7 @@ version counter that every in-place write bumps). Two libraries, both inside tor
 - "onednn": oneDNN's matmul on its reordered weights (what vLLM-CPU runs). On an AMD EPYC here it
   ran 1.4-2.2x MKL's speed at every row count from 1 to 1024 (MKL takes slow code paths on non-Intel
   CPUs; its one-row sgemv read 11.7 GB/s against oneDNN's ~21-25 and a plain sum's ~32).
-- "mkl": MKL's packed SGEMM (earlier sessions, on an Intel machine, measured it faster than oneDNN at
+- "mkl": MKL's packed SGEMM (measured faster than oneDNN on an Intel machine at 36b7c02, 2026-12-02, at
   8 and 64 rows); used for 2-256 rows: one row was as fast on plain sgemv there, long prefill chunks
   faster on plain sgemm.
 

@@ -1,7 +1,7 @@
 """Attention over packed rows: causal within each sequence, nothing across sequences.
 
 A dense block-diagonal mask makes SDPA on CPU compute every query against every key of the row
-and then throw most of it away (FIELD_NOTES: masks skip no work). Running SDPA causally on each
+and then throw most of it away (CPU SDPA masks skip no work). Running SDPA causally on each
 segment instead does sum(n_i^2) work rather than (sum n_i)^2, which is what makes packing pay.
 """
 

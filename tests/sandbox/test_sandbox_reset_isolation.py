@@ -1,4 +1,4 @@
-"""Episodes of a warm sandbox cannot see or poison each other (issue #16, items 1 and 4).
+"""Episodes of a warm sandbox cannot see or poison each other.
 
 After a reset (and so a pooled sandbox served again) nothing of the last episode survives: no
 file anywhere writable (/dev included: it is read-only), no replaced /dev/fd or /dev/stdin, no

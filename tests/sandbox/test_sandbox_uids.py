@@ -1,5 +1,5 @@
 """Every live sandbox has a host uid of its own, so no per-uid kernel limit couples two of them
-(issue #16, item 5); and commands start with no fds but the ones they open themselves."""
+(RLIMIT_NPROC counts per uid); and commands start with no fds but the ones they open themselves."""
 
 import os
 import threading

@@ -1,4 +1,4 @@
-"""Scoring a prompt on /v1/completions (issue #18): OpenAI's `echo` (also with `max_tokens: 0`) with
+"""Scoring a prompt on /v1/completions: OpenAI's `echo` (also with `max_tokens: 0`) with
 the prompt's logprobs in the legacy shape (the first one null), and vLLM's `prompt_logprobs`; the
 values are the model's own log-softmax at each position (what lm-eval's loglikelihood sums)."""
 

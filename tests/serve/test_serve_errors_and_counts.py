@@ -1,4 +1,4 @@
-"""OpenAI semantics at the edges (issue #18): a streamed answer ends with a usage chunk only when
+"""OpenAI semantics at the edges: a streamed answer ends with a usage chunk only when
 asked; unknown routes and methods answer in the OpenAI error shape; /metrics counts every request by
 route and status, 4xx and 5xx included; refused requests leave a usage record with their status."""
 

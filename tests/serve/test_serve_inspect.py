@@ -1,4 +1,4 @@
-"""inspect-ai's default `openai/` provider against temper serve (issue #18): it speaks the Responses
+"""inspect-ai's default `openai/` provider against temper serve: it speaks the Responses
 API, so a few inline samples evaluate end to end and every generation goes through /v1/responses."""
 
 import httpx

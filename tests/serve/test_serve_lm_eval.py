@@ -1,4 +1,4 @@
-"""lm-eval (`lm-eval[api]`, its `local-completions` model) against a live temper serve (issue #18): a
+"""lm-eval (`lm-eval[api]`, its `local-completions` model) against a live temper serve: a
 multiple-choice (loglikelihood) task and a generate task, both written here as local files, with the
 remote tokenizer (/tokenizer_info, /tokenize, /detokenize). The loglikelihoods lm-eval reads back
 equal the model's own scoring of the same continuations."""

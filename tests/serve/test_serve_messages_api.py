@@ -1,4 +1,4 @@
-"""Anthropic's Messages API on temper serve (issue #18), through the official `anthropic` client:
+"""Anthropic's Messages API on temper serve, through the official `anthropic` client:
 text with a system prompt, streaming events, tool use and tool results."""
 
 import anthropic

@@ -1,4 +1,4 @@
-"""OpenAI's Responses API on temper serve (issue #18), through the official client's `responses`:
+"""OpenAI's Responses API on temper serve, through the official client's `responses`:
 text and message input, instructions, previous_response_id, streaming events, function calls as
 output items, usage, and OpenAI-style errors."""
 

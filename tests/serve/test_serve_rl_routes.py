@@ -1,4 +1,4 @@
-"""vLLM's RL routes on temper serve (issue #18): /inference/v1/generate through the very client temper
+"""vLLM's RL routes on temper serve: /inference/v1/generate through the very client temper
 uses for vLLM (VllmClient), /pause in its three modes, /abort_requests, and a weight update under
 vLLM's route while a request is held in flight (it resumes and carries both versions)."""
 

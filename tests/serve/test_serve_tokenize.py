@@ -1,4 +1,4 @@
-"""vLLM's tokenizer routes on temper serve (issue #18): /tokenize (text, and chat messages rendered as
+"""vLLM's tokenizer routes on temper serve: /tokenize (text, and chat messages rendered as
 /v1/chat/completions renders them), /detokenize, /tokenizer_info."""
 
 import httpx
