@@ -11,13 +11,12 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
 import socket
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from temper.errors import TemperError
+from temper.firsttime import build_once
 from temper.models.checkpoint import assign_weights, empty_model, save_checkpoint
 from temper.models.config import ModelConfig
 from temper.models.gguf_loader import gguf_hf_config, gguf_state_dict, open_gguf
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 
 # Bump when the conversion output changes, so stale cached folders are rebuilt.
 CONVERSION_VERSION = 1
-_STAMP = "temper_source.json"
 
 
 @dataclass(frozen=True)
@@ -83,49 +81,22 @@ def resolve_model(name_or_path: str | Path) -> Path:
 
 
 def cached_conversion(gguf_path: Path, name: str) -> Path:
-    """Convert `gguf_path` into `<home>/models/<name>` unless an up-to-date conversion is there."""
+    """Convert `gguf_path` into `<home>/models/<name>` unless an up-to-date conversion is there.
+
+    Built in a `.tmp-*` folder under an owner lock and renamed into place with its marker written last
+    (temper/firsttime.py): a conversion killed half-way is never loaded, and the next one takes over."""
     target = temper_home() / "models" / name
     source = {"source": str(gguf_path.resolve()), "size": gguf_path.stat().st_size, "version": CONVERSION_VERSION}
-    if _stamp_matches(target, source):
-        return target
-    if target.exists():
-        log.info("rebuilding stale conversion %s", target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Write into a temporary folder beside the target and rename it into place: a conversion
-    # killed half-way leaves only a `.tmp-*` folder, never a half-written model.
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=target.parent))
     try:
-        convert_gguf(gguf_path, tmp)
-        (tmp / _STAMP).write_text(json.dumps(source) + "\n")
-        if _stamp_matches(target, source):  # another process finished first; it may be reading it now
-            shutil.rmtree(tmp, ignore_errors=True)
-            return target
-        if target.exists():  # a stale conversion: move it aside, then replace it
-            old = target.with_name(f".old-{name}-{os.getpid()}")
-            target.rename(old)
-            shutil.rmtree(old, ignore_errors=True)
-        tmp.rename(target)
+        return build_once(target, f"the converted model {name}", lambda tmp: convert_gguf(gguf_path, tmp),
+                          stamp=json.dumps(source))
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if _stamp_matches(target, source):  # lost a race to another process: its result is as good
-            return target
         raise TemperError(f"{target}: cannot write the converted model ({exc})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
 
 
 def _magic(path: Path) -> bytes:
     with path.open("rb") as f:
         return f.read(4)
-
-
-def _stamp_matches(folder: Path, source: dict[str, object]) -> bool:
-    try:
-        return json.loads((folder / _STAMP).read_text()) == source
-    except (OSError, json.JSONDecodeError):
-        return False
 
 
 def convert_gguf(gguf_path: Path, folder: Path) -> None:
@@ -144,10 +115,14 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
 
 
 def _convert_user_gguf(path: Path) -> Path:
-    # One cache entry per file content identity (path, size, mtime), readable by its stem.
+    return cached_conversion(path, user_gguf_name(path))
+
+
+def user_gguf_name(path: Path) -> str:
+    """The cache entry of a user's GGUF file: one per content identity (path, size, mtime), readable by its stem."""
     st = path.stat()
     key = hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    return cached_conversion(path, f"{path.stem}-{key}")
+    return f"{path.stem}-{key}"
 
 
 def _looks_like_path(name: str) -> bool:
