@@ -15,13 +15,17 @@
   sampler's two-level inverse CDF and the tokens' logprobs).
 
 docs/engine.md says what each saves. A leaf: `temper.models` (the fused linear layers) and
-`temper.engine` (attention) both use it; it imports only torch and temper.errors.
+`temper.engine` (attention) both use it; it imports only torch, temper.errors and temper.firsttime.
 
 They are built with torch.utils.cpp_extension (g++ and ninja; `scripts/setup.sh` builds them ahead, so a
 first engine does not wait for the compiler) for this CPU (`-march=native`: the cache's name carries a
 hash of the sources and the CPU's flags, so a home folder shared between machines never loads another
 CPU's build). Where they cannot be built, `engine.native_kernels: auto` runs torch ops instead and says
 so once; `native_kernels: on` makes that an error.
+
+The build is safe to interrupt (temper/firsttime.py): it runs in a private `.tmp-*` folder under an owner
+lock (`<folder>.lock`), and only a build that finished (its marker written last) is renamed into place and
+loaded; a killed build's lock is taken over and its leftovers removed by the next engine (or `temper doctor`).
 """
 
 import contextlib
@@ -36,6 +40,7 @@ from typing import Literal
 import torch
 
 from temper.errors import TemperError
+from temper.firsttime import build_once
 
 log = logging.getLogger(__name__)
 Choice = Literal["auto", "on", "off"]
@@ -55,6 +60,29 @@ def _build_tag() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+def build_root() -> Path:
+    """torch's extensions folder (TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/py3X_cpu)."""
+    from torch.utils.cpp_extension import _get_build_directory
+
+    return Path(_get_build_directory("", verbose=False))  # "" names the root itself (created if missing)
+
+
+def build_folder() -> Path:
+    """Where this CPU's build of the current sources lives, once complete."""
+    return build_root() / f"temper_kernels_{_build_tag()}"
+
+
+def _compile(tmp: Path, name: str) -> None:
+    """torch's JIT build into `tmp`, a private folder: its own `lock` (a FileBaton with no owner, which a
+    killed build leaves and every later load then waits on forever) can only be left where nobody looks."""
+    from torch.utils.cpp_extension import load
+
+    log.info("temper: building the C++ kernels for this machine (once, ~20 s)")
+    load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=CFLAGS,
+         extra_ldflags=["-fopenmp"], build_directory=str(tmp), is_python_module=False,
+         verbose=bool(os.environ.get("TEMPER_KERNELS_VERBOSE")))
+
+
 @functools.cache
 def _load() -> str | None:
     """Builds (or finds the cached build of) the kernels and registers torch.ops.temper.*; returns why
@@ -62,18 +90,18 @@ def _load() -> str | None:
     if hasattr(torch.ops.temper, "decode_attention"):
         return None
     try:
-        from torch.utils.cpp_extension import _get_build_directory, load
-
         # ninja from this environment's bin folder (pip's `ninja`), where the interpreter runs from a venv
         # whose bin is not on PATH
         bin_dir = str(Path(sys.executable).parent)
         if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
             os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-        name = f"temper_kernels_{_build_tag()}"
-        if not any(Path(_get_build_directory(name, verbose=False)).glob("*.so")):
-            log.info("temper: building the C++ kernels for this machine (once, ~20 s)")
-        load(name=name, sources=[str(s) for s in SOURCES], extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"],
-             is_python_module=False, verbose=bool(os.environ.get("TEMPER_KERNELS_VERBOSE")))
+        folder = build_folder()
+        # built into a temporary folder under an owner lock, renamed into place with its marker written last
+        build_once(folder, "temper's C++ kernels", lambda tmp: _compile(tmp, folder.name), stamp=folder.name)
+        if not hasattr(torch.ops.temper, "decode_attention"):  # built by another process, or earlier
+            torch.ops.load_library(str(folder / f"{folder.name}.so"))
+    except TemperError:  # a lock wait that gave up: its message names the owner
+        raise
     except Exception as e:  # no compiler, no ninja, a failed build: torch ops run instead
         lines = [line for line in str(e).strip().splitlines() if line.strip()]
         return f"{type(e).__name__}: {lines[-1] if lines else e}"
