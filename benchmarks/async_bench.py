@@ -21,7 +21,7 @@ before training (greedy decoding does not depend on the seed) and after every ru
     .venv/bin/python benchmarks/async_bench.py [--recipe smollm2|toy] [--seeds 3] [--staleness 0,1,2,4]
         [--steps N] [--eval-n N] [--no-sandbox]
 
-Progress goes to stderr; writes benchmarks/results/async_bench_seeds.json and a PNG beside it (training
+Progress goes to stderr; writes benchmarks/results/async_bench/latest.json and a PNG beside it (training
 reward against wall-clock, one line per staleness, the held-out result at each line's end); the last
 line of stdout is the JSON.
 """
@@ -180,7 +180,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="default: 8 (smollm2), 40 (toy)")
     ap.add_argument("--eval-n", type=int, default=None, help="held-out tasks; default: 200 (smollm2), 128 (toy)")
     ap.add_argument("--no-sandbox", dest="sandbox", action="store_false")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/async_bench_seeds.json"))
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/async_bench/latest.json")
     toy = ap.add_argument_group("toy recipe")
     toy.add_argument("--hidden", type=int, default=768)
     toy.add_argument("--layers", type=int, default=4)

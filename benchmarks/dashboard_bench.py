@@ -5,7 +5,7 @@
 
 Target (2-core machine, run alone): every page under 200 ms. The store is built once into --keep (or a
 temporary folder); rows carry `--tokens`-token trajectories with tool calls, 40 domains, 5% failures.
-Prints a table, then one JSON line (the last line); writes benchmarks/results/dashboard_bench.json.
+Prints a table, then one JSON line (the last line); writes benchmarks/results/dashboard_bench/latest.json.
 """
 
 import argparse
@@ -87,6 +87,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", type=Path, help="build the store here once and reuse it")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/dashboard_bench/latest.json")
     args = ap.parse_args()
     console = Console(stderr=True)
     root = args.keep or Path(tempfile.mkdtemp(prefix="dashboard-bench-"))
@@ -131,8 +132,8 @@ def main() -> None:
            "repeats": args.repeats, "build_s": round(build_s, 1), "pages": results, "worst_page_ms": worst,
            "target_ms": TARGET_MS,
            "meets_target": worst < TARGET_MS}
-    Path("benchmarks/results").mkdir(parents=True, exist_ok=True)
-    Path("benchmarks/results/dashboard_bench.json").write_text(json.dumps(out, indent=1) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out))
 
 

@@ -5,7 +5,8 @@
     .venv/bin/python benchmarks/engine_bench.py --long     # adds 16K and 32K contexts
 
 Every system runs with the same torch thread count; runs are interleaved and repeated and the
-median is reported. Prints a table per section; the last line is one JSON object.
+median is reported. Prints a table per section; the last line is one JSON object, also written to
+benchmarks/results/engine_bench/latest.json (the scaling plot beside it, latest.png).
 """
 
 import argparse
@@ -435,7 +436,7 @@ def section_scaling(args) -> dict:
         points.append(p)
         print(f"    {n:8d} {p.get('prefill_tok_s', float('nan')):14.1f} {p.get('decode_tok_s', float('nan')):13.2f} "
               f"{p.get('peak_rss_gib', float('nan')):13.3f} {p.get('error', '')}", flush=True)
-    plot = plot_scaling(points, Path(args.out_dir) / "engine_scaling.png")
+    plot = plot_scaling(points, Path(args.out_dir) / "latest.png")
     result = {"scaling": points, "scaling_plot": str(plot)}
     p32 = next((p for p in points if p["context"] == 32768), None)
     if p32 is not None:
@@ -562,7 +563,7 @@ def main() -> None:
                    help="run generate_batch in the EOS-allowed column only (it is the slowest system)")
     p.add_argument("--sections", default="1,2,3,4,5")
     p.add_argument("--quick", action="store_true", help="small sizes: a few minutes")
-    p.add_argument("--out-dir", default="benchmarks/results")
+    p.add_argument("--out-dir", default=str(Path(__file__).parent / "results/engine_bench"))
     p.add_argument("--device", default="cpu", help="temper's device (not cpu: no transformers or vLLM-CPU columns)")
     p.add_argument("--child-context", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--kv-dtype", default="int8", help=argparse.SUPPRESS)
@@ -618,6 +619,8 @@ def main() -> None:
     result.update(targets)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     print("\ntargets: " + ", ".join(f"{k}={v}" for k, v in targets.items()))
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(args.out_dir) / "latest.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))
 
 

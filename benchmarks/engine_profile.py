@@ -143,6 +143,7 @@ def main() -> None:
     p.add_argument("--prompt-tokens", type=int, default=300)
     p.add_argument("--native-kernels", default="auto", help="auto, on or off (EngineConfig.native_kernels)")
     p.add_argument("--packed-weights", default="auto", help="auto, onednn, mkl or off (EngineConfig.packed_weights)")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results/engine_profile/latest.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model)
@@ -159,6 +160,8 @@ def main() -> None:
         for name, ms, count in top[:10]:
             print(f"    {name:40s} {ms:8.2f} ms  x{count}")
         result[f"b{b}"] = {"phases_ms": ph, "ops_ms": cats, "top_ops": top}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))
 
 

@@ -5,7 +5,8 @@ verifier, probes). For scale, a cold sandbox start is measured too.
 
     .venv/bin/python benchmarks/envqa_bench.py [--concurrency 2] [--oracle-runs 3] [--limit N]
 
-Progress goes to stderr; the last line of stdout is JSON.
+Progress goes to stderr; the last line of stdout is JSON, also written to
+benchmarks/results/envqa_bench/latest.json.
 """
 
 import argparse
@@ -39,6 +40,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--oracle-runs", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/envqa_bench/latest.json")
     args = ap.parse_args()
     from temper.envqa import EnvQAConfig, run_envqa
 
@@ -59,6 +61,8 @@ def main() -> None:
     }
     print(f"{s['tasks']} tasks, {episodes} episodes in {s['wall_s']:.1f} s: {s['tasks_per_minute']} tasks/min; "
           f"start-up {100 * s['startup_share']:.1f}% of sandbox time")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))
 
 

@@ -7,13 +7,15 @@ walk the same valid JSON documents token by token: compile the schema once (the 
 tables, built once per engine, are not counted), then at every token compute the allowed-token
 mask into a tensor and advance by the document's next token (what the engine does per sampled
 token). Reported: compile ms and mean/p99 microseconds per token, median of 3 repeats; the last
-line is JSON. Run `pip install llguidance==1.9.1 outlines-core==0.2.14` first: temper itself
-depends on xgrammar only (the fastest here).
+line is JSON, also written to benchmarks/results/grammar_bench/latest.json. Run
+`pip install llguidance==1.9.1 outlines-core==0.2.14` first: temper itself depends on xgrammar only
+(the fastest here).
 """
 
 import json
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -145,6 +147,9 @@ def main() -> None:
         print(name, results[name], flush=True)
     ok = {k: v for k, v in results.items() if isinstance(v, dict) and "mean_us_per_token" in v}
     results["fastest_per_token"] = min(ok, key=lambda k: ok[k]["mean_us_per_token"]) if ok else None
+    out = Path(__file__).parent / "results/grammar_bench/latest.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results))
 
 

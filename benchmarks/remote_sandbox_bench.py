@@ -9,7 +9,7 @@ hop = remote - local), exec throughput with `threads` sandboxes busy at once (ca
 episodes/s (acquire, write the answer, run a python3 verifier, release: what a sandboxed answer task
 does) with `threads` episodes at once. The Ray cluster is a local one (the hop crosses processes
 through Ray's RPC, as between two nodes, without the network). Prints one JSON line last and
-writes benchmarks/results/remote_sandbox_bench.json.
+writes benchmarks/results/remote_sandbox_bench/latest.json.
 """
 
 import argparse
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=4, help="sandboxes busy at once (throughput, episodes)")
     ap.add_argument("--calls", type=int, default=50, help="execs per sandbox (throughput)")
     ap.add_argument("--episodes", type=int, default=200, help="sandbox episodes per pool")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "remote_sandbox_bench.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/remote_sandbox_bench/latest.json")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     connect(RayConfig())  # a local cluster

@@ -84,6 +84,7 @@ def main() -> None:
     ap.add_argument("--isolation", default="auto")
     ap.add_argument("--n", type=int, default=300, help="samples per latency figure")
     ap.add_argument("--idle", type=int, default=200, help="idle warm sandboxes for the density figure")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/sandbox_bench/latest.json")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="temper-bench-"))
     work.chmod(0o755)
@@ -209,6 +210,8 @@ def main() -> None:
     for k, v in r["targets"].items():  # type: ignore[union-attr]
         table.add_row(f"target {k}", "met" if v else "MISSED")
     Console().print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(r, indent=1) + "\n")
     print(json.dumps(r))
 
 

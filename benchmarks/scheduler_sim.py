@@ -24,7 +24,7 @@ core); `release` (a group's feedback) is timed apart.
     .venv/bin/python benchmarks/scheduler_sim.py                      # the full run: 1k, 2.5k, 5k, 10k
     .venv/bin/python benchmarks/scheduler_sim.py --episodes 200,400 --domains 20 --time-scale 0.005  # quick
 
-Progress goes to stderr; writes benchmarks/results/scheduler_sim.json and a PNG beside it (per-decision
+Progress goes to stderr; writes benchmarks/results/scheduler_sim/latest.json and a PNG beside it (per-decision
 overhead and memory against episodes in flight); the last line of stdout is one JSON object with the
 headline figures and pass/fail against each target.
 """
@@ -494,7 +494,7 @@ def main() -> None:
                     help="real seconds per simulated second (0: a mean episode lasts max(1, episodes / 1500) s)")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--no-memory-pass", dest="memory", action="store_false", help="skip the tracemalloc pass")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/scheduler_sim.json"))
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/scheduler_sim/latest.json")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     from rich.console import Console

@@ -207,6 +207,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer and shorter requests (a smoke run)")
     ap.add_argument("--structured-only", action="store_true", help="only the structured-outputs overhead")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/serve_bench/latest.json")
     args = ap.parse_args()
     from temper.models import resolve_model
 
@@ -229,6 +230,8 @@ def main() -> None:
             print(f"structured outputs: {out['json_schema_ms_per_token']} ms/token with a JSON schema, "
                   f"{out['free_ms_per_token']} free ({out['structured_overhead_ms_per_token']:+} ms)", flush=True)
             if args.structured_only:
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(out, indent=1) + "\n")
                 print(json.dumps(out))
                 return
             std_tok = std_s = fast_tok = fast_s = 0.0
@@ -275,6 +278,8 @@ def main() -> None:
                       "identical_greedy": out["identical_greedy"],
                       "faster_than_transformers": bool(out["ratio_vs_transformers"] and
                                                        out["ratio_vs_transformers"] > 1.0)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out))
 
 

@@ -147,6 +147,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results/trainer_bench/latest.json")
     args = p.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args)))
@@ -204,6 +205,8 @@ def main() -> None:
         "target_packed_vs_padded_1_5x_met": bool(packed_vs_padded and packed_vs_padded >= 1.5),
         "target_same_loss_met": same_loss,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary))
 
 

@@ -126,6 +126,10 @@ if __name__ == "__main__":
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=32)  # the default recipe's orchestrator.concurrency
     p.add_argument("--updates", type=int, default=5)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results/vllm_rollout_bench/latest.json")
     args = p.parse_args()
     torch.set_num_threads(2)
-    print(json.dumps(asyncio.run(main(args))))
+    result = asyncio.run(main(args))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result))
