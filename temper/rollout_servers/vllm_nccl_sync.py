@@ -13,7 +13,7 @@ the version tagged as in the filesystem hand-off (`VllmClient.update_weights`).
 
 The trainer side is vLLM's `NCCLTrainerWeightTransferEngine` and its HTTP control client: this module
 needs vLLM importable by temper's own interpreter and a CUDA device (`require_nccl` says so in one line
-otherwise). Nothing here runs on a CPU machine; `tests/vllm/test_vllm_nccl_source.py` checks the weight
+otherwise). Nothing here runs on a CPU machine; `tests/vllm/test_vllm_nccl.py` checks the weight
 source against vLLM's engine contract there.
 """
 
