@@ -73,7 +73,7 @@ def run(model: str, out: Path, staleness: int, seed: int, args: argparse.Namespa
     from temper.orchestrator.run_dir import RunDir
     from temper.orchestrator.train import train
 
-    cfg = TrainConfig.model_validate(recipe_config(model, out, staleness, seed, args, before))
+    cfg = TrainConfig.from_recipe(recipe_config(model, out, staleness, seed, args, before))
     t = time.monotonic()
     train(cfg, RunDir.create(cfg))
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]

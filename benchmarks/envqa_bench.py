@@ -45,8 +45,9 @@ def main() -> None:
     from temper.envqa import EnvQAConfig, run_envqa
 
     with tempfile.TemporaryDirectory() as d:
-        cfg = EnvQAConfig(suite="terminal", policy=False, oracle_runs=args.oracle_runs, concurrency=args.concurrency,
-                          limit=args.limit, out=str(Path(d) / "qa"))
+        cfg = EnvQAConfig.from_recipe(dict(suite="terminal", policy=False, oracle_runs=args.oracle_runs,
+            concurrency=args.concurrency,
+                          limit=args.limit, out=str(Path(d) / "qa")))
         report = asyncio.run(run_envqa(cfg))
     s = report["summary"]
     episodes = s["executed"] * (args.oracle_runs + 3)

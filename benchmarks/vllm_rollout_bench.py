@@ -97,14 +97,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     from temper.models import load_model
     from temper.orchestrator.config import TrainConfig
 
-    base = TrainConfig.model_validate({"logging": {"progress": False}})
+    base = TrainConfig.from_recipe({"logging": {"progress": False}})
     tasks = [t.id for t in parse_spec(base.suites[0].spec).tasks()][:args.tasks]
     loaded = load_model(base.model)
     state = {k: v.detach().clone() for k, v in loaded.model.state_dict().items()}  # a trainer's push: same shapes
     with tempfile.TemporaryDirectory() as tmp:
         local_cfg = base.model_copy(deep=True)
         local = await side("local", local_cfg, tasks, args, loaded.model, Path(tmp), state)
-        vcfg = TrainConfig.model_validate({"logging": {"progress": False},
+        vcfg = TrainConfig.from_recipe({"logging": {"progress": False},
                                            "orchestrator": {"backend": "vllm", "vllm": {"num_servers": 1}}})
         vllm = await side("vllm", vcfg, tasks, args, loaded.model, Path(tmp), state)
     return {

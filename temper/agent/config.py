@@ -1,15 +1,14 @@
 """`AgentConfig`: how an agent samples, how long it may go on, and how it manages its context.
 
-One type for training, evaluation and env QA; each embeds it with its own defaults
-(`agent_section(...)`: a partial section, e.g. from YAML, fills in from those, not from the
-defaults below). A task may set its own time limits (a task folder's agent timeout); `for_task`
+One type for training, evaluation and env QA; each command's recipe (temper/config/recipes/) sets
+its own values over the defaults below. A task may set its own time limits (a task folder's agent timeout); `for_task`
 is the one place they meet the agent's.
 """
 
 import shlex
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from temper.config import ConfigModel
 from temper.envs.env import GRACE_S, TaskLimits
@@ -60,11 +59,3 @@ class AgentConfig(ConfigModel):
         if limits.agent_timeout_s is None:
             return self
         return self.model_copy(update={"episode_timeout_s": limits.agent_timeout_s})
-
-
-def agent_section(**defaults: Any) -> Any:
-    """The type of an `agent` field whose defaults are `defaults` over AgentConfig's own."""
-    def fill(value: Any) -> Any:
-        return {**defaults, **value} if isinstance(value, dict) else value
-
-    return Annotated[AgentConfig, BeforeValidator(fill), Field(default_factory=lambda: AgentConfig(**defaults))]

@@ -1,9 +1,10 @@
 """Options shared by every command that takes configuration, so they behave the same everywhere."""
 
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
+import yaml
 
 from temper.config import ConfigModel, load_config
 
@@ -11,23 +12,28 @@ C = TypeVar("C", bound=ConfigModel)
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="YAML configuration file.", show_default=False),
+    typer.Option("--config", "-c", help="YAML configuration file (merged over the command's recipe).",
+                 show_default=False),
 ]
 SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override a field: dotted.key=value (repeatable).", show_default=False),
 ]
+PrintConfigOption = Annotated[
+    bool,
+    typer.Option("--print-config", help="Print the fully resolved configuration as YAML and exit."),
+]
 
 
-def resolve_config(cls: type[C], config: Path | None, sets: list[str] | None, flags: list[str] = ()) -> C:
-    """Config file, then `--set` overrides, then explicit command-line flags (as dotted overrides)."""
-    return load_config(cls, config, [*(sets or []), *flags])
+def resolve_config(cls: type[C], config: Path | None, sets: list[str] | None,
+                   flags: dict[str, Any] | None = None) -> C:
+    """The command's recipe, then the config file, then `--set` overrides, then explicit command-line flags
+    (dotted keys; None: not given). Flag values are taken as they are, never parsed as YAML: a prompt such as
+    "yes" or a suite spec stays a string."""
+    return load_config(cls, config, sets or [], flags)
 
 
-def flag(key: str, value: object) -> list[str]:
-    """An explicit flag as a dotted override, or nothing when the flag was not given."""
-    if value is None:
-        return []
-    if isinstance(value, bool):
-        return [f"{key}={'true' if value else 'false'}"]
-    return [f"{key}={value}"]
+def print_config(cfg: ConfigModel) -> None:
+    """`--print-config`: the resolved configuration as YAML on stdout, then exit 0."""
+    typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), nl=False)
+    raise typer.Exit(0)

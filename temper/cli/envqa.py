@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
+from temper.cli.common import ConfigOption, PrintConfigOption, SetOption, print_config, resolve_config
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
                                                         show_default=False)] = None,
         limit: Annotated[int | None, typer.Option("--limit", help="Only the first N tasks.", show_default=False)]
         = None,
+        show: PrintConfigOption = False,
     ) -> None:
         """Check a suite's tasks: oracle reproducibility, negative controls, resource fit, policy pass rate,
         duplicates, sensitive data, contamination. Writes DIR/report.json, summary.md/.html, pass_rates.png,
@@ -41,19 +42,12 @@ def register(app: typer.Typer) -> None:
         from temper.envqa import EnvQAConfig, run_envqa
         from temper.runtime import RuntimeConfig, apply_runtime
 
-        cfg = resolve_config(EnvQAConfig, config, sets, [
-            *flag("samples", samples), *flag("oracle_runs", oracle_runs), *flag("policy", policy),
-            *flag("concurrency", concurrency), *flag("limit", limit),
-        ])
-        # Text values are set on the validated config: a spec must stay a string, not parsed as YAML.
-        if suite is not None:
-            cfg.suite = suite
-        if model is not None:
-            cfg.model = model
-        if against:
-            cfg.against = list(against)
-        if out is not None:
-            cfg.out = str(out)
+        cfg = resolve_config(EnvQAConfig, config, sets, {
+            "suite": suite, "model": model, "against": list(against) if against else None,
+            "out": None if out is None else str(out), "samples": samples, "oracle_runs": oracle_runs,
+            "policy": policy, "concurrency": concurrency, "limit": limit})
+        if show:
+            print_config(cfg)
         apply_runtime(RuntimeConfig(seed=cfg.seed))  # one torch thread, as every command (the engine sets none)
         report = asyncio.run(run_envqa(cfg))
         s = report["summary"]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
+from temper.cli.common import ConfigOption, PrintConfigOption, SetOption, print_config, resolve_config
 
 
 def register(app: typer.Typer) -> None:
@@ -34,11 +34,13 @@ def register(app: typer.Typer) -> None:
                                                   show_default=False)] = None,
         concurrency: Annotated[int | None, typer.Option("--concurrency", help="Items in flight at once.",
                                                         show_default=False)] = None,
-        temperature: Annotated[float | None, typer.Option("--temperature", help="0 = greedy (default with one "
-                                                          "sample; 0.8 with several).", show_default=False)] = None,
+        temperature: Annotated[float | None, typer.Option("--temperature", help="agent.temperature: 0 = greedy "
+                                                          "(default with one sample; 0.8 with several).",
+                                                          show_default=False)] = None,
         agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this program as the agent "
                                                           "of each item (agent.kind external; docs/agents.md).",
                                                           show_default=False)] = None,
+        show: PrintConfigOption = False,
     ) -> None:
         """Evaluate a model on suites: per-item JSONL, summary.json, report.md/.html under --out."""
         from temper.errors import TemperError
@@ -46,19 +48,7 @@ def register(app: typer.Typer) -> None:
         from temper.evals.harness import run_eval, summary_lines
         from temper.runtime import apply_runtime
 
-        cfg = resolve_config(EvalConfig, config, sets, [
-            *flag("samples", samples), *flag("oracle", oracle), *flag("limit", limit),
-            *flag("concurrency", concurrency), *flag("sampling.temperature", temperature),
-        ])
-        # Text values are set on the validated config: a spec must stay a string, not parsed as YAML.
-        if model is not None:
-            cfg.model = model
-        if endpoint is not None:
-            cfg.endpoint = endpoint
-        if suite:
-            cfg.suites = list(suite)
-        if out is not None:
-            cfg.out = str(out)
+        argv = None
         if agent_command is not None:
             try:
                 argv = shlex.split(agent_command)
@@ -66,7 +56,13 @@ def register(app: typer.Typer) -> None:
                 raise TemperError(f"--agent-command {agent_command!r}: {exc}") from None
             if not argv:
                 raise TemperError("--agent-command: empty (give the program to run, e.g. 'python my_agent.py')")
-            cfg.agent = cfg.agent.model_copy(update={"kind": "external", "command": argv})
+        cfg = resolve_config(EvalConfig, config, sets, {
+            "model": model, "endpoint": endpoint, "suites": list(suite) if suite else None,
+            "out": None if out is None else str(out), "samples": samples, "oracle": oracle, "limit": limit,
+            "concurrency": concurrency, "agent.temperature": temperature,
+            "agent.kind": "external" if argv else None, "agent.command": argv})
+        if show:
+            print_config(cfg)
         apply_runtime(cfg.runtime)
         run = asyncio.run(run_eval(cfg, grid=grid))
         for line in summary_lines(run):

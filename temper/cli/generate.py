@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from pydantic import Field
 
-from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
+from temper.cli.common import ConfigOption, PrintConfigOption, SetOption, print_config, resolve_config
 from temper.config import ConfigModel
 from temper.errors import TemperError
 from temper.runtime import RuntimeConfig, apply_runtime, resolve_device
@@ -85,18 +85,14 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.", show_default=False)] = None,
         device: Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (runtime.device).",
                                                    show_default=False)] = None,
+        show: PrintConfigOption = False,
     ) -> None:
         """Complete a prompt with a model and print the completion (the prompt is not repeated)."""
-        cfg = resolve_config(GenerateConfig, config, sets, [
-            *flag("chat", chat), *flag("sampling.max_tokens", max_tokens),
-            *flag("sampling.temperature", temperature), *flag("runtime.seed", seed),
-            *flag("runtime.device", device),
-        ])
-        # Text flags are set on the validated config, not passed as dotted YAML: a prompt such as
-        # "yes" or "[1, 2]" must stay a string. validate_assignment still checks them.
-        for key, value in (("model", model), ("prompt", prompt), ("system", system)):
-            if value is not None:
-                setattr(cfg, key, value)
+        cfg = resolve_config(GenerateConfig, config, sets, {
+            "model": model, "prompt": prompt, "system": system, "chat": chat, "sampling.max_tokens": max_tokens,
+            "sampling.temperature": temperature, "runtime.seed": seed, "runtime.device": device})
+        if show:
+            print_config(cfg)
         if not cfg.prompt:
             raise TemperError("no prompt: pass --prompt TEXT (or set `prompt` in the config)")
         apply_runtime(cfg.runtime)

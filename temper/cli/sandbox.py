@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
+from temper.cli.common import ConfigOption, SetOption, resolve_config
 from temper.sandbox import Sandbox, SandboxConfig, verify
 from temper.sandbox.check import check as run_check
 
@@ -29,9 +29,9 @@ def register(app: typer.Typer) -> None:
         sets: SetOption = None,
     ) -> None:
         """Run CMD in a fresh sandbox; pass its output through and exit with its exit code."""
-        flags = [*flag("limits.wall_time_s", timeout), *flag("limits.memory_mb", memory_mb),
-                 *flag("workspace", workspace), *flag("isolation", isolation)]
-        cfg = resolve_config(SandboxConfig, config, sets, flags)
+        cfg = resolve_config(SandboxConfig, config, sets, {
+            "limits.wall_time_s": timeout, "limits.memory_mb": memory_mb,
+            "workspace": None if workspace is None else str(workspace), "isolation": isolation})
         with Sandbox(cfg) as sb:
             r = sb.exec(cmd)
         sys.stdout.buffer.write(r.stdout)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from temper.cli.common import ConfigOption, SetOption, flag, resolve_config
+from temper.cli.common import ConfigOption, PrintConfigOption, SetOption, print_config, resolve_config
 
 log = logging.getLogger("temper.serve")
 
@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
                                                  show_default=False)] = None,
         device: Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N (runtime.device).",
                                                    show_default=False)] = None,
+        show: PrintConfigOption = False,
     ) -> None:
         """Serve a model as M, M:fast and M:auto over an OpenAI-compatible API (/v1/chat/completions,
         /v1/completions, /v1/models, /v1/load_weights, /health, /metrics)."""
@@ -39,10 +40,10 @@ def register(app: typer.Typer) -> None:
         from temper.serve.app import create_app, served_name
         from temper.serve.config import ServeConfig
 
-        cfg = resolve_config(ServeConfig, config, sets, [*flag("port", port), *flag("runtime.device", device)])
-        for key, value in (("model", model), ("host", host)):  # text flags stay strings (not YAML-parsed)
-            if value is not None:
-                setattr(cfg, key, value)
+        cfg = resolve_config(ServeConfig, config, sets, {"model": model, "host": host, "port": port,
+                                                         "runtime.device": device})
+        if show:
+            print_config(cfg)
         apply_runtime(cfg.runtime)
         app_ = create_app(cfg)
         bind_port = cfg.port or free_port(cfg.host)

@@ -1,4 +1,5 @@
-"""Load a configuration from an optional YAML file plus `dotted.key=value` overrides.
+"""Load a configuration: the command's recipe, then an optional YAML file, then `dotted.key=value`
+overrides, then typed values (command-line flags), each deep-merged over the one before.
 
 Every problem is reported before any work starts, one line each, naming the file (or
 `--set`) and the dotted field, so that a user fixes all of them in one go.
@@ -11,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from temper.config.base import ConfigModel
+from temper.config.recipes import deep_merge, read_recipe
 from temper.errors import ConfigError
 
 C = TypeVar("C", bound=ConfigModel)
@@ -29,31 +31,47 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of `data` with each `dotted.key=value` set, creating sections as needed."""
+    """Return a copy of `data` with each `dotted.key=value` set (the value parsed as YAML)."""
     result = _deep_copy(data)
     for text in overrides:
         path, value = parse_override(text)
-        node = result
-        for i, part in enumerate(path[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                dotted = ".".join(path[: i + 1])
-                raise ConfigError([f"--set {text!r}: {dotted} is a value, not a section"])
-            node = child
-        node[path[-1]] = value
+        _set(result, path, value, f"--set {text!r}")
     return result
 
 
-def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None) -> C:
-    """Build `cls` from YAML `path` (optional) and overrides; raise ConfigError listing every problem."""
+def apply_values(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of `data` with each dotted key set to its value as is (None: not given, skipped)."""
+    result = _deep_copy(data)
+    for key, value in values.items():
+        if value is not None:
+            _set(result, key.split("."), value, key)
+    return result
+
+
+def _set(data: dict[str, Any], path: list[str], value: Any, source: str) -> None:
+    node = data
+    for i, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError([f"{source}: {'.'.join(path[: i + 1])} is a value, not a section"])
+        node = child
+    node[path[-1]] = value
+
+
+def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None,
+                values: dict[str, Any] | None = None) -> C:
+    """Build `cls` from its recipe, YAML `path` (optional), `--set` overrides and typed `values` (dotted keys,
+    e.g. command-line flags; None values skipped); raise ConfigError listing every problem."""
     source = str(path) if path is not None else "--set"
-    data: dict[str, Any] = {}
+    data = read_recipe(cls.recipe)
     if path is not None:
-        data = _read_yaml(Path(path))
+        data = deep_merge(data, _read_yaml(Path(path)))
     if overrides:
         data = apply_overrides(data, overrides)
+    if values:
+        data = apply_values(data, values)
     try:
         return cls.model_validate(data)
     except ValidationError as exc:

@@ -1,6 +1,6 @@
 """Environment QA: validate every task of a suite and stratify it (see docs/envqa.md).
 
-    report = asyncio.run(run_envqa(EnvQAConfig(suite="terminal", policy=False, out="runs/qa")))
+    report = asyncio.run(run_envqa(EnvQAConfig.from_recipe(dict(suite="terminal", policy=False, out="runs/qa"))))
     # runs/qa/report.json, summary.md/.html, pass_rates.png, clusters.json, manifest.json
 """
 

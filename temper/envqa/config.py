@@ -3,16 +3,17 @@
 Every field has a default that runs on a CPU; `--set key=value` reaches any of them.
 """
 
+from typing import ClassVar
+
 from pydantic import Field
 
-from temper.agent.config import agent_section
+from temper.agent.config import AgentConfig
 from temper.config import ConfigModel
-
-# Policy episodes are kept short: a pass rate, not a benchmark.
-EnvQAAgent = agent_section(temperature=1.0, max_turns=4, max_context_tokens=2048, max_turn_tokens=256)
 
 
 class EnvQAConfig(ConfigModel):
+    recipe: ClassVar[str | None] = "envqa"
+
     suite: str = "terminal"  # the suite spec whose tasks are checked
     out: str = "runs/envqa"  # report folder; a rerun into it skips tasks already checked
     # Oracle reproducibility: runs in fresh (reset) sandboxes; reward and components must agree.
@@ -24,7 +25,7 @@ class EnvQAConfig(ConfigModel):
     policy: bool = True
     model: str = "smollm2-135m"
     samples: int = Field(8, ge=1)  # k samples per task, one GRPO group
-    agent: EnvQAAgent
+    agent: AgentConfig = AgentConfig()  # the recipe keeps policy episodes short: a pass rate, not a benchmark
     too_easy_at: float = Field(0.9, gt=0, le=1)  # pass rate at or above it: too easy
     seed: int = 0
     # Duplicates: MinHash LSH over normalised instruction + files.

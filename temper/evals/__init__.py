@@ -1,6 +1,6 @@
 """Evaluation harness: pass@k, bootstrap intervals, long-context grids, run comparison.
 
-    run = await evaluate(solver, ["humaneval"], EvalConfig(), "runs/eval")   # see docs/evals.md
+    run = await evaluate(solver, ["humaneval"], EvalConfig.from_recipe(), "runs/eval")   # see docs/evals.md
     cmp = compare_runs("runs/before", "runs/after")
 
 `ModelSolver` (temper.evals.model_solver: the engine and the agent loop) is imported from its

@@ -1,33 +1,18 @@
 """Evaluation settings: one pydantic section, defaults that run on a 2-core CPU."""
 
-from pydantic import Field
+from typing import Any, ClassVar
 
-from temper.agent.config import agent_section
+from pydantic import Field, model_validator
+
+from temper.agent.config import AgentConfig
 from temper.config import ConfigModel
 from temper.engine import EngineConfig
+from temper.generation.prices import Prices
 from temper.runtime import RuntimeConfig
 
-
-class EvalSampling(ConfigModel):
-    # None: greedy for one sample per task, 0.8 for several (the HumanEval paper's pass@10 setting).
-    temperature: float | None = Field(None, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    seed: int = 0  # sample i of a task uses seed + i, so reruns (and resumed runs) draw the same samples
-
-
-# The agent under evaluation; its temperature and top_p are `sampling`'s.
-EvalAgent = agent_section(max_turns=4, max_turn_tokens=384, max_context_tokens=8192, turn_timeout_s=600.0,
-                          episode_timeout_s=1800.0)
-
-
-class Prices(ConfigModel):
-    """Prices per million tokens, for the cost of each item (defaults: a small hosted model)."""
-
-    input_per_m: float = Field(0.10, ge=0.0)
-    output_per_m: float = Field(0.40, ge=0.0)
-
-    def cost(self, tokens_in: int, tokens_out: int) -> float:
-        return (tokens_in * self.input_per_m + tokens_out * self.output_per_m) / 1e6
+# The agent's temperature when the configuration names none: greedy for one sample per task, this for
+# several (the HumanEval paper's pass@10 setting).
+SAMPLED_TEMPERATURE = 0.8
 
 
 class GridConfig(ConfigModel):
@@ -47,6 +32,8 @@ class GridConfig(ConfigModel):
 
 
 class EvalConfig(ConfigModel):
+    recipe: ClassVar[str | None] = "eval"
+
     model: str = "smollm2-135m"
     # An OpenAI-compatible server to evaluate (temper serve, vLLM, SGLang); `model` then names the
     # tokenizer (and, unless endpoint_model is set, the server's model name). None: an in-process engine.
@@ -64,14 +51,26 @@ class EvalConfig(ConfigModel):
     retry_failures: bool = True  # on resume, rerun items that ended in an infrastructure failure
     resamples: int = Field(2000, ge=100)  # bootstrap resamples for confidence intervals
     progress: bool = True  # live progress bar on stderr
+    seed: int = 0  # sample i of a task draws with seed + i: reruns (and resumed runs) draw the same samples
     grid: GridConfig = GridConfig()
-    prices: Prices = Prices()
-    sampling: EvalSampling = EvalSampling()
-    agent: EvalAgent
+    prices: Prices = Prices()  # per million tokens, for each item's cost (cached prompt tokens are not counted)
+    # The agent under evaluation, sampling at agent.temperature / agent.top_p. Unset, the temperature is
+    # derived from `samples`: 0 (greedy) for one sample per task, SAMPLED_TEMPERATURE for several.
+    agent: AgentConfig = AgentConfig()
     engine: EngineConfig = EngineConfig()
     runtime: RuntimeConfig = RuntimeConfig()
 
-    def temperature(self) -> float:
-        if self.sampling.temperature is not None:
-            return self.sampling.temperature
-        return 0.0 if self.samples == 1 else 0.8
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_temperature(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            agent = data.get("agent")
+            if not isinstance(agent, dict) or "temperature" not in agent:
+                try:
+                    greedy = int(data.get("samples", 1)) <= 1
+                except (TypeError, ValueError):
+                    greedy = True  # a bad `samples` is reported by its own field's validation
+                agent = {**(agent if isinstance(agent, dict) else {}),
+                         "temperature": 0.0 if greedy else SAMPLED_TEMPERATURE}
+                data = {**data, "agent": agent}
+        return data

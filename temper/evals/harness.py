@@ -56,7 +56,7 @@ async def evaluate(solver: Solver, suites: Sequence[SuiteInput], cfg: EvalConfig
                    report: bool = True) -> EvalRun:
     """Run every suite (and the long-context grid with `grid=True`), write per-item JSONL,
     summary.json and the report under `out_dir`, and return them. Resumes what is on disk."""
-    cfg = cfg or EvalConfig()
+    cfg = cfg or EvalConfig.from_recipe()
     out = Path(out_dir or cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     resolved = [resolve(s) for s in suites]  # every spec is checked before any work starts
@@ -68,7 +68,7 @@ async def evaluate(solver: Solver, suites: Sequence[SuiteInput], cfg: EvalConfig
     summary: dict[str, Any] = {
         "run": {"solver": getattr(solver, "name", type(solver).__name__),
                 "model": getattr(solver, "model_name", None),
-                "samples": cfg.samples, "temperature": cfg.temperature(), "pass_threshold": cfg.pass_threshold,
+                "samples": cfg.samples, "temperature": cfg.agent.temperature, "pass_threshold": cfg.pass_threshold,
                 "limit": cfg.limit, "start": cfg.start, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "suites": {spec: summarize_suite(run.records, cfg.samples, cfg.pass_threshold, cfg.resamples)
                    for spec, run in by_spec.items()},

@@ -45,16 +45,15 @@ class ModelSolver:
         return cls(open_policy(model, cfg.engine, tokenizer=tokenizer, name=model_name), cfg)
 
     def agent(self) -> AgentConfig:
-        """The eval's agent, sampling as `cfg.sampling` says, within the engine's context length."""
-        a, s = self.cfg.agent, self.cfg.sampling
+        """The eval's agent within the engine's context length."""
+        a = self.cfg.agent
         budget = min(a.max_context_tokens, self.policy.max_model_len or a.max_context_tokens)
-        return a.model_copy(update={"temperature": self.cfg.temperature(), "top_p": s.top_p,
-                                    "max_context_tokens": budget})
+        return a.model_copy(update={"max_context_tokens": budget})
 
     async def solve(self, suite: Suite, task: Task, sample: int) -> Outcome:
         metered = MeteredClient(self.policy.client)
         result = await run_episode(metered, self.policy.tokenizer, suite, task, self.policy.sandboxes, self.agent(),
-                                   sample_seed(self.cfg.sampling.seed, task.id, sample), episode_id=f"s{sample}")
+                                   sample_seed(self.cfg.seed, task.id, sample), episode_id=f"s{sample}")
         return Outcome(result.reward, output=result.answer, tokens_in=metered.tokens_in,
                        tokens_out=metered.tokens_out, ttft_s=metered.ttft_s, tpot_s=metered.tpot_s,
                        turns=len(result.turns), info={"windows": len(result.trajectories),

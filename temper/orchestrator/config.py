@@ -1,20 +1,21 @@
-"""`TrainConfig`: everything `temper train` needs, with defaults that run the default recipe on a CPU.
+"""`TrainConfig`: everything `temper train` needs. Its sections' values for the default recipe live in
+temper/config/recipes/train.yaml (`temper train --print-config` shows them merged).
 
 The default recipe: SmolLM2-135M-Instruct learns two-digit addition with GRPO (its base pass
 rate is ~25-30%, greedy), evaluated before and after on 200 held-out problems (another seed,
 never trained on), correctness only.
 """
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from temper.agent.config import agent_section
+from temper.agent.config import AgentConfig
 from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
 from temper.generation import RemoteGenerationConfig
 from temper.orchestrator.ray_config import RayConfig
-from temper.rl.config import CheckpointConfig, FilterConfig, OptimConfig, RLConfig
+from temper.rl.config import RLConfig
 from temper.rollout_servers.vllm_config import VllmConfig
 from temper.runtime import RuntimeConfig
 
@@ -71,22 +72,15 @@ class OrchestratorConfig(ConfigModel):
     batch_groups: int = Field(4, ge=1)  # groups per trainer step
     concurrency: int = Field(32, ge=1)  # episodes in flight over all suites
     partial_rollouts: bool = True  # False: weight updates wait for in-flight generations to finish
-    dynamic_sampling: bool = True  # drop groups whose rewards are all equal and refill
-    max_refills: int = Field(8, ge=0)  # per trained batch, past which a zero-variance group is trained anyway
+    # Zero-variance groups replaced by fresh ones per trained batch, while algorithm.filter.drop_zero_variance
+    # has the trainer drop them (group estimators only); past it they go to the trainer, which drops them:
+    # the step trains on fewer groups.
+    max_refills: int = Field(8, ge=0)
     save_every: int = Field(1, ge=1)  # checkpoint (and consumption commit) every N steps
     retry: RetryConfig = Field(default_factory=RetryConfig)
     faults: FaultConfig = Field(default_factory=FaultConfig)
     replay: ReplayConfig = Field(default_factory=ReplayConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
-
-
-# The default recipe's agent. SmolLM2's own default system prompt: the base pass rate on two-digit
-# sums is ~2x that under a generic one (measured: 27% vs 14% greedy); "a + b = c" takes ~10 tokens.
-# The harness gives up on an episode tool_grace_s after its episode_timeout_s.
-TrainAgent = agent_section(
-    system_prompt="You are a helpful AI assistant named SmolLM, trained by Hugging Face", temperature=0.8,
-    max_turn_tokens=24, max_turns=1, max_answer_retries=0, max_context_tokens=1024, turn_timeout_s=600.0,
-    episode_timeout_s=600.0)
 
 
 class TrainEvalConfig(ConfigModel):
@@ -96,7 +90,7 @@ class TrainEvalConfig(ConfigModel):
     n: int = Field(200, ge=1)  # tasks evaluated (the first n distinct tasks of the suite)
     before: bool = True
     after: bool = True
-    temperature: float = Field(0.0, ge=0)  # greedy: one deterministic answer per task
+    temperature: float = Field(0.0, ge=0)  # of the held-out evaluation (greedy: one answer per task), not of rollouts
     max_turn_tokens: int | None = None  # None: agent.max_turn_tokens
     metric: str = "correctness"  # the reward component scored (correctness only, never format)
     every: int = Field(0, ge=0)  # also evaluate every N steps during training, at low priority (0: off)
@@ -109,16 +103,19 @@ class LoggingConfig(ConfigModel):
     plots: bool = True
 
 
+# Keys of a step's metrics row (metrics.jsonl, and each checkpoint's meta.json) that can rank checkpoints
+# (algorithm.checkpoint.best_metric); a test checks a real run writes every one.
+RANKING_METRICS = ("reward", "pass_rate", "trainer/reward_mean", "trainer/loss", "trainer/kl", "trainer/entropy")
+
+
 class TrainConfig(ConfigModel):
+    recipe: ClassVar[str | None] = "train"
+
     model: str = "smollm2-135m"
     suites: list[SuiteConfig] = Field(default_factory=lambda: [SuiteConfig(spec=DEFAULT_SUITE)])
-    algorithm: RLConfig = Field(default_factory=lambda: RLConfig(
-        optim=OptimConfig(lr=3e-5, total_steps=40, warmup_steps=0, min_lr_ratio=1.0),
-        filter=FilterConfig(drop_zero_variance=True),
-        checkpoint=CheckpointConfig(keep_last=2, keep_best=False),
-    ))
-    engine: EngineConfig = Field(default_factory=lambda: EngineConfig(kv_budget_bytes=512 * 1024**2))
-    agent: TrainAgent
+    algorithm: RLConfig = Field(default_factory=RLConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)  # the rollouts' agent (its temperature: theirs)
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     eval: TrainEvalConfig = Field(default_factory=TrainEvalConfig)
     max_steps: int = Field(16, ge=0)  # ~11 min on 2 idle cores; the measured gain is in docs/train.md#measured
@@ -135,10 +132,11 @@ class TrainConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _checks(self) -> "TrainConfig":
-        if "temperature" not in self.algorithm.model_fields_set:
-            # the trainer recomputes the distribution the rollouts sampled from (greedy: plain softmax)
-            self.algorithm.temperature = self.agent.temperature or 1.0
-        if self.algorithm.checkpoint.keep_last < 2:
+        ckpt = self.algorithm.checkpoint
+        if ckpt.keep_last < 2:
             # resume loads the checkpoint the store last committed, which may be the one before the newest
             raise ValueError("algorithm.checkpoint.keep_last must be >= 2 (resume may need the one before last)")
+        if ckpt.keep_best and ckpt.best_metric not in RANKING_METRICS:
+            raise ValueError(f"algorithm.checkpoint.best_metric {ckpt.best_metric!r}: temper train ranks checkpoints "
+                             f"by one of {', '.join(RANKING_METRICS)}")
         return self

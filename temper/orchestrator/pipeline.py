@@ -59,8 +59,10 @@ class Batch:
 
 class Pipeline:
     def __init__(self, cfg: OrchestratorConfig, backend: Backend, scheduler: TaskScheduler, store: Store,
-                 version: int = 0, backlog: list[Group] | None = None, seed: int = 0):
+                 version: int = 0, backlog: list[Group] | None = None, seed: int = 0, refill: bool = True):
+        """`refill`: replace zero-variance groups (the trainer drops them: RLConfig.drops_zero_variance)."""
         self.cfg, self.backend, self.scheduler, self.store = cfg, backend, scheduler, store
+        self.refill = refill
         self.version = version
         self.ready: deque[Group] = deque(backlog or [])  # committed, not yet taken
         self.running = 0  # groups in flight
@@ -148,7 +150,7 @@ class Pipeline:
                                            for k in range(self.cfg.group_size))))
 
     async def _classify(self, sched: ScheduledGroup, group: Group, results: list[Attempt]) -> str:
-        """complete; filtered (zero variance: dynamic sampling refills it, up to max_refills per trained batch);
+        """complete; filtered (zero variance, while refills are on: replaced, up to max_refills per trained batch);
         failed (no trainable episode). An episode out of retries quarantines its task on the way."""
         bad = next((r for r in results if r.failure is not None), None)
         if bad is not None:  # report it; its episodes carry no loss
@@ -162,7 +164,7 @@ class Pipeline:
         rewards = group.rewards
         if not rewards:
             return "failed"
-        if self.cfg.dynamic_sampling and len(set(rewards)) == 1 and self.refill_credit > 0:
+        if self.refill and len(set(rewards)) == 1 and self.refill_credit > 0:
             return "filtered"
         return "complete"
 

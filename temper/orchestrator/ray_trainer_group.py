@@ -75,7 +75,7 @@ class RayTrainerGroup(RankGroup):
     """`world_size` TrainerRanks as Ray actors, placed by `ray_cfg.trainer_resources`."""
 
     def __init__(self, model: str, cfg: RLConfig, world_size: int, log_dir: str | Path, device: str = "cpu",
-                 threads: int = 1, seed: int = 0, ray_cfg: RayConfig | None = None):
+                 threads: int = 1, seed: int = 0, ray_cfg: RayConfig | None = None, temperature: float = 1.0):
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -112,7 +112,8 @@ class RayTrainerGroup(RankGroup):
         gpu = 0 if cuda else None  # Ray's CUDA_VISIBLE_DEVICES: each rank sees its own GPU only
         infos = self._gather([a.start.remote(str(self.logs[r]), {
             "model": model, "cfg": cfg, "rank": r, "world_size": world_size, "master_port": port,
-            "device": device, "threads": threads, "seed": seed, "master_addr": master, "gpu": gpu})
+            "device": device, "threads": threads, "seed": seed, "master_addr": master, "gpu": gpu,
+            "temperature": temperature})
             for r, a in enumerate(self.actors)])
         self._started(infos, [w["node"] for w in self.where])
         self.master = f"{master}:{port}"

@@ -15,7 +15,7 @@ from temper.envs import parse_spec
 from temper.envs.suite import Suite
 from temper.errors import TemperError
 from temper.evals.compare import difference
-from temper.evals.config import EvalConfig, EvalSampling
+from temper.evals.config import EvalConfig
 from temper.evals.harness import evaluate
 from temper.evals.metering import rss_mb
 from temper.evals.suite_runner import Gate
@@ -57,9 +57,11 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     # on the Ray backend the ranks are Ray actors (placed by orchestrator.ray.trainer_resources), else local processes
     group = (partial(RayTrainerGroup, ray_cfg=cfg.orchestrator.ray) if cfg.orchestrator.backend == "ray"
              else TrainerGroup)
-    trainer = (Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id) if ranks == 1 else
+    temperature = cfg.agent.temperature or 1.0  # the rollouts' sampling temperature (greedy: plain softmax)
+    trainer = (Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id, temperature=temperature)
+               if ranks == 1 else
                group(cfg.model, cfg.algorithm, ranks, run.path / "trainer", device=str(device),
-                     threads=cfg.runtime.threads, seed=cfg.runtime.seed))
+                     threads=cfg.runtime.threads, seed=cfg.runtime.seed, temperature=temperature))
     scheduler = TaskScheduler.build(list(zip(cfg.suites, suites, strict=True)), cfg.orchestrator.curriculum,
                                     cfg.runtime.seed, exclude={t.id for t in eval_tasks})
     ranks_seen = {"trainer_world_size": ranks, "trainer_pids": trainer.pids,
@@ -95,7 +97,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 run.write_json("eval_before.json", before)
                 run.audit("eval", which="before", **{k: v for k, v in before.items() if k != "scores"})
             pipe = Pipeline(cfg.orchestrator, backend, scheduler, store, trainer.policy_version, backlog,
-                            cfg.runtime.seed)
+                            cfg.runtime.seed, refill=cfg.algorithm.drops_zero_variance)
             pipe.start()
             pending: list[tuple[int, list[str], list[str], dict[str, float]]] = []
             mid: asyncio.Task | None = None  # a low-priority evaluation during training
@@ -163,8 +165,9 @@ async def _evaluate(backend: Any, suite_index: int, suite: Suite, tasks: list, c
         progress.note(f"evaluating {which}: {done}/{n}")  # the live table is training's: no second bar
 
     solver = BackendSolver(backend, suite_index, cfg.eval.metric, cfg.model, solved if progress is not None else None)
+    # the harness's settings for bookkeeping: the episodes run on the workers' eval agent (WorkerSpec.of)
     settings = EvalConfig(concurrency=cfg.orchestrator.concurrency, progress=False,
-                          sampling=EvalSampling(temperature=cfg.eval.temperature))
+                          agent={"temperature": cfg.eval.temperature})
     result = await evaluate(solver, [(suite, tasks)], settings, run.path / "eval" / (folder or which), gate=gate,
                             report=False)
     (suite_run,) = result.suites.values()
@@ -233,19 +236,21 @@ def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, a
     return summary
 
 
-def resolve_train_config(config: Any, sets: list[str] | None, flags: list[str], resume: str | None) -> tuple[
-        TrainConfig, RunDir]:
-    """A new run (config file + overrides + flags) or a resumed one (its saved config + overrides)."""
+def resolve_train_config(config: Any, sets: list[str] | None, flags: dict[str, Any], resume: str | None,
+                         create: bool = True) -> tuple[TrainConfig, RunDir | None]:
+    """A new run (recipe + config file + overrides + flags) or a resumed one (its saved config + overrides);
+    `create`: make the new run's folder (else None)."""
     from temper.config import load_config
 
     if resume is not None:
         if config is not None:
             raise TemperError("--resume takes the run's own config.yaml; drop --config (use --set to change a field)")
         run, _ = RunDir.open(resume)
-        cfg = load_config(TrainConfig, run.path / "config.yaml", [*(sets or []), *flags])
-        cfg.out = str(run.path)
+        cfg = load_config(TrainConfig, run.path / "config.yaml", sets or [], {**flags, "out": str(run.path)})
         return cfg, run
-    cfg = load_config(TrainConfig, config, [*(sets or []), *flags])
+    cfg = load_config(TrainConfig, config, sets or [], flags)
     for spec in [s.spec for s in cfg.suites] + ([cfg.eval.suite] if cfg.eval.suite else []):
         parse_spec(spec)  # an unknown suite fails here, before a run folder exists
+    if not create:
+        return cfg, None
     return cfg, RunDir.create(cfg)

@@ -1,6 +1,7 @@
 """Typed configuration of the RL trainer and SFT. Every default runs on a CPU."""
 
-from typing import Literal
+from dataclasses import fields
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -25,7 +26,7 @@ class LossConfig(ConfigModel):
     dual_clip: float | None = 3.0  # cap on -A * ratio for A < 0 (must be > 1); None disables
     aggregation: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
     norm_length: int | None = None  # seq_sum_norm divisor per sequence; None: longest response in the step
-    kl_coef: float = 0.0  # KL to the frozen reference policy (needs ref_model)
+    kl_coef: float = Field(0.0, ge=0)  # KL to the reference policy (default: the starting weights, frozen)
     kl_estimator: Literal["k1", "k3"] = "k3"
     entropy_coef: float = 0.0
     value_coef: float = 0.5  # gae only
@@ -43,7 +44,9 @@ class OffPolicyConfig(ConfigModel):
 
 
 class FilterConfig(ConfigModel):
-    drop_zero_variance: bool = True  # DAPO dynamic sampling: a group all right or all wrong teaches nothing
+    # DAPO dynamic sampling: a group all right or all wrong teaches a group estimator (grpo, dr_grpo, rloo)
+    # nothing: the trainer drops it, and temper train's rollouts replace it (orchestrator.max_refills).
+    drop_zero_variance: bool = True
     overlong: Literal["none", "mask", "penalty"] = "none"
     max_response_tokens: int = 1024  # penalty: the hard limit L_max
     overlong_buffer: int = 256  # penalty: the soft zone L_cache before L_max
@@ -83,16 +86,16 @@ class TrainerConfig(ConfigModel):
 
 
 class CheckpointConfig(ConfigModel):
-    keep_last: int = 2
-    keep_best: bool = True
-    best_metric: str = "reward_mean"
+    keep_last: int = Field(2, ge=0)
+    keep_best: bool = False  # also keep the best checkpoint by best_metric (a key its command writes)
+    best_metric: str | None = None
     best_mode: Literal["max", "min"] = "max"
 
 
+GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo")  # baselines from a group's other samples
+
+
 class RLConfig(ConfigModel):
-    # The rollouts' sampling temperature: the trainer divides logits by it, as the engine did for the
-    # behaviour logprobs (temper train sets it from agent.temperature; 1.0 for greedy rollouts).
-    temperature: float = Field(1.0, gt=0)
     advantages: AdvantageConfig = Field(default_factory=AdvantageConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     off_policy: OffPolicyConfig = Field(default_factory=OffPolicyConfig)
@@ -100,6 +103,11 @@ class RLConfig(ConfigModel):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+    @property
+    def drops_zero_variance(self) -> bool:
+        """Whether the trainer drops zero-variance groups (dynamic sampling): the one switch, read by rollouts too."""
+        return self.filter.drop_zero_variance and self.advantages.estimator in GROUP_ESTIMATORS
 
     @model_validator(mode="after")
     def _shardable(self) -> "RLConfig":
@@ -116,15 +124,17 @@ class SFTDataConfig(ConfigModel):
 
 
 class SFTConfig(ConfigModel):
+    recipe: ClassVar[str | None] = "sft"
+
     model: str = "smollm2-135m"  # a name or folder that temper.models.load_model accepts
     data: SFTDataConfig = Field(default_factory=SFTDataConfig)
     epochs: int = 1
     batch_size: int = 8  # transcripts per optimizer step
     out: str = "runs/sft"
     save_every: int = 0  # optimizer steps between checkpoints; 0: only at the end
-    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=2e-5))
+    optim: OptimConfig = Field(default_factory=OptimConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig(best_metric="loss", best_mode="min"))
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
 
     @model_validator(mode="after")
@@ -132,4 +142,10 @@ class SFTConfig(ConfigModel):
         if self.trainer.world_size != 1:
             raise ValueError("trainer.world_size: temper sft trains in one process (1); FSDP2 ranks are temper "
                              "train's (algorithm.trainer.world_size)")
+        from temper.rl.stats import UpdateStats
+
+        written = [f.name for f in fields(UpdateStats)]  # what each SFT checkpoint's meta.json records
+        if self.checkpoint.keep_best and self.checkpoint.best_metric not in written:
+            raise ValueError(f"checkpoint.best_metric {self.checkpoint.best_metric!r}: temper sft ranks checkpoints "
+                             f"by one of {', '.join(written)}")
         return self

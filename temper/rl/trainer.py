@@ -6,6 +6,7 @@ a no-grad pass (pi_old, reference logprobs, the critic's values; off-policy weig
 policy_version + 1. SFT (sft.py) runs the same `micro_batches` and `update` with its own loss.
 """
 
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from temper.rl import distributed as dist
 from temper.rl.advantages import RunningBaseline, outcome_advantages
 from temper.rl.batching import MicroBatch, Sample, collate, make_micro_batches, trajectory_sample
 from temper.rl.checkpoint import load_trainer_checkpoint, save_trainer_checkpoint
-from temper.rl.config import RLConfig
+from temper.rl.config import GROUP_ESTIMATORS, RLConfig
 from temper.rl.critic import Critic
 from temper.rl.filtering import filter_trajectories
 from temper.rl.logprobs import micro_batch_logprobs
@@ -40,8 +41,15 @@ def bf16_autocast(dtype: str, device: torch.device) -> bool:
 
 class Trainer:
     def __init__(self, model: nn.Module, cfg: RLConfig | None = None, ref_model: nn.Module | None = None,
-                 pad_id: int = 0):
+                 pad_id: int = 0, temperature: float = 1.0):
+        """`temperature`: the rollouts' sampling temperature (1.0 for greedy ones): logits are divided by it, as
+        the engine did for the behaviour logprobs, so pi_old and pi are the distribution that was sampled."""
         self.cfg = cfg = cfg or RLConfig()
+        if temperature <= 0:
+            raise ValueError(f"temperature {temperature}: the rollouts' sampling temperature must be > 0")
+        self.temperature = temperature
+        if ref_model is None and cfg.loss.kl_coef > 0:  # the policy as it starts, frozen (before LoRA or sharding)
+            ref_model = copy.deepcopy(model)
         if cfg.trainer.lora.enabled:
             lc = cfg.trainer.lora
             apply_lora(model, lc.rank, lc.alpha, lc.targets)
@@ -54,8 +62,6 @@ class Trainer:
             dist.shard_model(model)
         self.model = model.train()
         self.ref_model = ref_model.eval().requires_grad_(False) if ref_model is not None else None
-        if cfg.loss.kl_coef > 0 and ref_model is None:
-            raise ValueError("loss.kl_coef > 0 needs a reference model (Trainer(..., ref_model=...))")
         a = cfg.advantages
         self.critic = Critic(model.config.hidden_size, a.gamma, a.lam, cfg.loss.value_clip) if gae else None
         if self.critic is not None:
@@ -72,7 +78,7 @@ class Trainer:
         start = time.perf_counter()
         cfg = self.cfg
         rewards_in = [t.reward for t in trajectories if t.trainable]
-        f = filter_trajectories(trajectories, cfg.filter, cfg.advantages.estimator in ("grpo", "dr_grpo", "rloo"))
+        f = filter_trajectories(trajectories, cfg.filter, cfg.advantages.estimator in GROUP_ESTIMATORS)
         stale = [self.policy_version - t.min_version() for t in trajectories if t.trainable and t.min_version() >= 0]
         stats = StepStats(self.policy_version, sum(rewards_in) / max(1, len(rewards_in)),
                           sum(stale) / max(1, len(stale)), max(stale, default=0), f.stats)
@@ -119,13 +125,13 @@ class Trainer:
             with self._autocast():
                 if op.recompute_logprobs or self.critic is not None:
                     old, _, hidden = micro_batch_logprobs(self.model, mb, cfg.trainer.logits_chunk, with_hidden=True,
-                                                          temperature=cfg.temperature)
+                                                          temperature=self.temperature)
                 if not op.recompute_logprobs:  # the behaviour policy stands in for pi_old
                     old = v["behaviour"]
                 v["old_logp"] = old = old.float()
                 if self.ref_model is not None:
                     v["ref_logp"] = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk,
-                                                         temperature=cfg.temperature)[0].float()
+                                                         temperature=self.temperature)[0].float()
                 if self.critic is not None:
                     self.critic.advantages(mb, hidden, rewards)
             w, keep = importance_weights(old, v["behaviour"], mb.seq_index, len(mb.sample_ids), op.tis, op.cap,
@@ -146,7 +152,7 @@ class Trainer:
     def _policy_loss(self, mb: MicroBatch, sums: Sums) -> torch.Tensor:
         c, v, keep = self.cfg.loss, mb.values, mb.values["keep"]
         logp, entropy, hidden = micro_batch_logprobs(self.model, mb, self.cfg.trainer.logits_chunk, with_hidden=True,
-                                                     temperature=self.cfg.temperature)
+                                                     temperature=self.temperature)
         pg, clipped = clipped_policy_loss(logp, v["old_logp"], v["adv"], c.clip_low, c.clip_high, c.dual_clip)
         per_token = pg * v["is_weight"]
         if self.ref_model is not None and c.kl_coef > 0:

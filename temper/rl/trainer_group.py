@@ -42,8 +42,9 @@ class TrainerRank:
 
     def __init__(self, model: str, cfg: RLConfig, rank: int, world_size: int, master_port: int,
                  device: str = "cpu", threads: int = 1, seed: int = 0, master_addr: str = "127.0.0.1",
-                 gpu: int | None = None):
-        """`gpu`: the CUDA device index to use (a Ray actor sees only the GPU Ray gave it: 0); None: the rank's."""
+                 gpu: int | None = None, temperature: float = 1.0):
+        """`gpu`: the CUDA device index to use (a Ray actor sees only the GPU Ray gave it: 0); None: the rank's.
+        `temperature`: the rollouts' sampling temperature (Trainer's)."""
         from temper.models import load_model
         from temper.rl.trainer import Trainer
         from temper.runtime import seed_everything
@@ -61,7 +62,7 @@ class TrainerRank:
         self.tokenizer = loaded.tokenizer
         self.rank = rank
         self._gathered: tuple[int, dict[str, torch.Tensor]] | None = None  # (version, full weights; {} off rank 0)
-        self.trainer = Trainer(loaded.model, cfg, pad_id=loaded.tokenizer.pad_token_id)
+        self.trainer = Trainer(loaded.model, cfg, pad_id=loaded.tokenizer.pad_token_id, temperature=temperature)
         print(f"rank {rank}/{world_size} pid {os.getpid()} on {place} ({dist.comm_device()} collectives)", flush=True)
 
     def info(self) -> dict[str, Any]:
@@ -219,7 +220,7 @@ class TrainerGroup(RankGroup):
     """`world_size` TrainerRanks in spawned processes of this machine."""
 
     def __init__(self, model: str, cfg: RLConfig, world_size: int, log_dir: str | Path, device: str = "cpu",
-                 threads: int = 1, seed: int = 0):
+                 threads: int = 1, seed: int = 0, temperature: float = 1.0):
         place = torch.device(device)
         if place.type == "cuda" and (place.index or 0) + world_size > torch.cuda.device_count():
             raise TemperError(f"algorithm.trainer.world_size={world_size} on {device}: one GPU per rank is needed, "
@@ -234,7 +235,7 @@ class TrainerGroup(RankGroup):
             log = self.log_dir / f"rank_{r}.log"  # appended to: a resumed run's ranks go on in the same file
             parent, child = ctx.Pipe()
             kwargs = {"model": model, "cfg": cfg, "rank": r, "world_size": world_size, "master_port": port,
-                      "device": device, "threads": threads, "seed": seed}
+                      "device": device, "threads": threads, "seed": seed, "temperature": temperature}
             proc = ctx.Process(target=_host, args=(child, str(log), kwargs), name=f"temper-trainer-rank-{r}",
                                daemon=True)  # daemonic: the driver's exit takes the ranks with it
             proc.start()

@@ -2,10 +2,13 @@
 `RemoteGenerationConfig`, how a client (the orchestrator, the evals) reaches such a server."""
 
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
 from temper.config import ConfigModel
-from temper.engine.config import EngineConfig, SpeculativeConfig
+from temper.engine.config import EngineConfig
+from temper.generation.prices import Prices
 from temper.runtime import RuntimeConfig
 
 
@@ -40,14 +43,6 @@ class RoutingConfig(ConfigModel):
     ab: ABConfig = Field(default_factory=ABConfig)
 
 
-class Prices(ConfigModel):
-    """USD per million tokens."""
-
-    input: float = Field(0.0, ge=0)
-    cached_input: float = Field(0.0, ge=0)
-    output: float = Field(0.0, ge=0)
-
-
 class BudgetConfig(ConfigModel):
     per_key_daily_usd: float | None = Field(None, ge=0)  # spend of one API key per UTC day
     daily_usd: float | None = Field(None, ge=0)  # spend of the whole server per UTC day
@@ -58,22 +53,19 @@ class BudgetConfig(ConfigModel):
 class UsageConfig(ConfigModel):
     path: str | None = "runs/serve/usage.jsonl"  # per-request JSONL records; None: not written
     log_content: bool = False  # store prompts and outputs (redacted: e-mails, phones, cards, keys)
-    prices: dict[str, Prices] = Field(default_factory=lambda: {
-        "standard": Prices(input=0.10, cached_input=0.025, output=0.40),
-        "fast": Prices(input=0.15, cached_input=0.04, output=0.60),
-    })
+    # per variant (standard, fast); a variant not named here costs Prices()'s defaults
+    prices: dict[str, Prices] = Field(default_factory=dict)
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
 
 
 class ServeConfig(ConfigModel):
+    recipe: ClassVar[str | None] = "serve"
+
     model: str = "smollm2-135m"  # a bundled name, an HF folder, a GGUF file or a Hub id
     served_name: str | None = None  # the API's model name; default: the bundled name or folder name
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)  # 0: any free port (printed at start)
-    # ngram_min=1: a one-token match still proposes; on the benchmark's input-grounded prompts SmolLM2
-    # then gains 2.05 tokens per step instead of 1.88 (wrong drafts cost little at a batch of one).
-    engine: EngineConfig = Field(default_factory=lambda: EngineConfig(
-        kv_budget_bytes=512 * 1024**2, speculative=SpeculativeConfig(method="ngram", ngram_min=1)))
+    engine: EngineConfig = Field(default_factory=EngineConfig)  # the recipe: n-gram speculation (fast variant)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from temper.serve.config import Prices, UsageConfig
+from temper.generation.prices import Prices
+from temper.serve.config import UsageConfig
 from temper.serve.metrics import Metrics
 from temper.serve.redact import redact
 
@@ -26,10 +27,6 @@ def key_id(api_key: str | None) -> str:
     if not api_key:
         return "anonymous"
     return "key-" + hashlib.sha256(api_key.encode()).hexdigest()[:12]
-
-
-def cost_usd(prices: Prices, prompt: int, cached: int, completion: int) -> float:
-    return ((prompt - cached) * prices.input + cached * prices.cached_input + completion * prices.output) / 1e6
 
 
 @dataclass
@@ -114,8 +111,8 @@ class UsageLog:
 
     def finish(self, rec: UsageRecord, prompt: Any = None, outputs: list[str] | None = None) -> UsageRecord:
         """Cost, budgets, metrics and the JSONL line for one finished (or failed) request."""
-        rec.cost_usd = cost_usd(self.prices(rec.variant), rec.prompt_tokens, rec.cached_prompt_tokens,
-                                rec.completion_tokens)
+        rec.cost_usd = self.prices(rec.variant).cost(rec.prompt_tokens, rec.completion_tokens,
+                                                     rec.cached_prompt_tokens)
         gen_time = rec.latency_s - (rec.ttft_s or 0.0)
         rec.tokens_per_s = rec.completion_tokens / rec.latency_s if rec.latency_s > 0 else 0.0
         m, v = self.metrics, rec.variant

@@ -40,7 +40,7 @@ def make_tool_run(model: Path, out: Path, tasks: Path) -> dict[str, Any]:
 
     program = out.parent / "agent.py"
     program.write_text(AGENT)
-    cfg = TrainConfig.model_validate({
+    cfg = TrainConfig.from_recipe({
         "model": str(model), "suites": [{"spec": f"terminal:path={task_folder(tasks)}"}],
         "algorithm": {"optim": {"lr": 0.05, "total_steps": 100, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},

@@ -35,7 +35,7 @@ def make_grid_eval(out: Path) -> dict[str, Any]:
         right = coin if length in (0, 100) else length <= 256 or "depth0" in task.tags or coin
         return f"<answer>{task.oracle if right else 'lost'}</answer>"
 
-    cfg = EvalConfig(progress=False, samples=2)
+    cfg = EvalConfig.from_recipe(dict(progress=False, samples=2))
     cfg.grid.lengths, cfg.grid.depths, cfg.grid.n = [64, 256, 1024, 2048], [0.0, 0.5, 1.0], 2
     cfg.grid.tasks, cfg.grid.haystack = ["niah", "vartrack"], "generated"
     return run_async(evaluate(AnswerSolver(answer), SUITES, cfg, out, grid=True)).summary
@@ -57,6 +57,7 @@ def make_envqa_report(tmp: Path) -> tuple[Path, dict[str, Any]]:
          "wc -l < /app/data.txt > /app/n.txt\n", PASS_IF.format(cond="[ -f /app/data.txt ]"), {"data.txt": "a\nb\n"})
     model = make_toy_model(tmp / "toy", positions=4096)  # room for the agent's prompt, in word tokens
     out = tmp / "qa"
-    cfg = EnvQAConfig(suite=f"terminal:path={root}", model=str(model), samples=4, oracle_runs=1, against=[],
-                      agent={"max_turns": 1, "max_turn_tokens": 4, "max_context_tokens": 4096}, out=str(out))
+    cfg = EnvQAConfig.from_recipe(dict(suite=f"terminal:path={root}", model=str(model), samples=4, oracle_runs=1,
+        against=[],
+                      agent={"max_turns": 1, "max_turn_tokens": 4, "max_context_tokens": 4096}, out=str(out)))
     return out, run_async(run_envqa(cfg))

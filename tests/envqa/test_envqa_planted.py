@@ -20,8 +20,9 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> dict:
     good = plant_good(root)
     bad = plant_bad(root, good["good"])
     out = tmp_path_factory.mktemp("qa") / "run"
-    cfg = EnvQAConfig(suite=f"terminal:path={root}", policy=False, oracle_runs=ORACLE_RUNS, concurrency=4,
-                      out=str(out))
+    cfg = EnvQAConfig.from_recipe(dict(suite=f"terminal:path={root}", policy=False, oracle_runs=ORACLE_RUNS,
+        concurrency=4,
+                      out=str(out)))
     report = asyncio.run(run_envqa(cfg))
     by_name = {Path(t["path"]).name: t for t in report["tasks"]}
     return {"root": root, "out": out, "report": report, "tasks": by_name, "paths": {**good, **bad}}

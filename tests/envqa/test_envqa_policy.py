@@ -42,7 +42,8 @@ def policy_suite(root: Path) -> Path:
 
 def test_pass_rates_strata_sparsity_and_manifest(tmp_path: Path, smollm2_tokenizer) -> None:
     root = policy_suite(tmp_path / "tasks")
-    cfg = EnvQAConfig(suite=f"terminal:path={root}", samples=8, oracle_runs=1, out=str(tmp_path / "qa"))
+    cfg = EnvQAConfig.from_recipe(dict(suite=f"terminal:path={root}", samples=8, oracle_runs=1,
+        out=str(tmp_path / "qa")))
     done_id = next(t.id for t in parse_spec(cfg.suite).tasks() if t.payload["name"] == "make-done")
     solved = 3  # samples 0, 1 and 2 of make-done solve it: a pass rate of 3/8
     client = SeedScriptedClient(smollm2_tokenizer, {sample_seed(cfg.seed, done_id, i) for i in range(solved)})
@@ -63,8 +64,8 @@ def test_pass_rates_strata_sparsity_and_manifest(tmp_path: Path, smollm2_tokeniz
 @pytest.mark.slow
 def test_real_smollm2_pass_rate(tmp_path: Path, smollm2) -> None:
     root = policy_suite(tmp_path / "tasks")
-    cfg = EnvQAConfig(suite=f"terminal:path={root}", samples=2, oracle_runs=1,
-                      agent={"max_turns": 2, "max_turn_tokens": 48}, out=str(tmp_path / "qa"))
+    cfg = EnvQAConfig.from_recipe(dict(suite=f"terminal:path={root}", samples=2, oracle_runs=1,
+                      agent={"max_turns": 2, "max_turn_tokens": 48}, out=str(tmp_path / "qa")))
     from temper.engine import AsyncEngine, LLMEngine
 
     engine = AsyncEngine(LLMEngine(smollm2.model, smollm2.tokenizer))

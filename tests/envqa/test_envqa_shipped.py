@@ -8,7 +8,8 @@ from temper.envqa import EnvQAConfig, run_envqa
 
 
 def test_shipped_terminal_tasks_pass_every_structural_check(tmp_path: Path) -> None:
-    cfg = EnvQAConfig(suite="terminal", policy=False, oracle_runs=1, concurrency=4, out=str(tmp_path / "qa"))
+    cfg = EnvQAConfig.from_recipe(dict(suite="terminal", policy=False, oracle_runs=1, concurrency=4,
+        out=str(tmp_path / "qa")))
     report = asyncio.run(run_envqa(cfg))
     tasks = report["tasks"]
     assert len(tasks) >= 25

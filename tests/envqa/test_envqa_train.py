@@ -37,7 +37,7 @@ def qa(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tok = toy_tokenizer()
     ids = [t.id for t in parse_spec(SPEC).tasks()]
     solving = {sample_seed(0, i, s) for i in ids for s in range(3)}  # 3 of 8 samples solve each task
-    cfg = EnvQAConfig(suite=SPEC, samples=8, out=str(tmp / "qa"))
+    cfg = EnvQAConfig.from_recipe(dict(suite=SPEC, samples=8, out=str(tmp / "qa")))
     report = asyncio.run(run_envqa(cfg, client=ToyScriptedClient(tok, solving), tokenizer=tok))
     return {"report": report, "out": tmp / "qa", "model": make_toy_model(tmp / "model"), "tmp": tmp}
 
@@ -69,7 +69,7 @@ def test_train_takes_the_manifest_as_task_source(qa: dict) -> None:
     from temper.orchestrator.train import train
 
     out = qa["tmp"] / "train"
-    cfg = TrainConfig.model_validate({
+    cfg = TrainConfig.from_recipe({
         "model": str(qa["model"]), "suites": [{"spec": f"manifest:path={qa['out']}"}],
         "algorithm": {"optim": {"lr": 0.03, "total_steps": 100, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},

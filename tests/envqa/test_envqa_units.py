@@ -70,7 +70,7 @@ def test_oracle_judgement() -> None:
 
 
 def test_policy_strata_and_sparsity() -> None:
-    cfg = EnvQAConfig()
+    cfg = EnvQAConfig.from_recipe()
     assert [stratum(p, 8, 0.9) for p in (0, 1, 7, 8)] == ["too-hard", "learnable", "learnable", "too-easy"]
     s = summarise([1.0, 0.0, 0.0, 1.0], 1, cfg)
     assert s["pass_rate"] == 0.5 and s["ci"][0] < 0.5 < s["ci"][1] and not s["zero_variance"] and s["failures"] == 1

@@ -28,7 +28,8 @@ def run(folder: Path, rates: dict[str, float], suites: list[str] | None = None) 
     from temper.envs.registry import parse_spec
 
     order = {parse_spec(s).tasks()[0].payload["kind"]: [t.id for t in parse_spec(s).tasks()] for s in (NIAH, FREQ)}
-    asyncio.run(evaluate(AnswerSolver(answer), suites or [NIAH, FREQ], EvalConfig(progress=False), folder))
+    asyncio.run(evaluate(AnswerSolver(answer), suites or [NIAH, FREQ], EvalConfig.from_recipe(dict(progress=False)),
+        folder))
     return folder
 
 
@@ -56,8 +57,8 @@ def test_unmatched_tasks_are_compared_unpaired(tmp_path: Path) -> None:
     solver = AnswerSolver(lambda t, s: f"<answer>{t.oracle}</answer>")
     a, b = tmp_path / "a", tmp_path / "b"
     asyncio.run(evaluate(solver, [(s := __import__("temper.envs.registry", fromlist=["x"]).parse_spec(NIAH),
-                                   s.tasks()[:10])], EvalConfig(progress=False), a))
-    asyncio.run(evaluate(solver, [(s, s.tasks()[10:])], EvalConfig(progress=False), b))
+                                   s.tasks()[:10])], EvalConfig.from_recipe(dict(progress=False)), a))
+    asyncio.run(evaluate(solver, [(s, s.tasks()[10:])], EvalConfig.from_recipe(dict(progress=False)), b))
     e = compare_runs(a, b).suites[NIAH]
     assert e["method"] == "unpaired" and e["paired"] == 0 and e["diff"] == 0.0
 

@@ -25,7 +25,7 @@ def tiny(tiny_llama):
 
 
 def test_model_items_carry_tokens_latency_and_ttft(tmp_path: Path, tiny, smollm2_tokenizer) -> None:
-    cfg = EvalConfig(progress=False, samples=2)
+    cfg = EvalConfig.from_recipe(dict(progress=False, samples=2))
     cfg.agent.max_turn_tokens = 12
     solver = ModelSolver.from_model(tiny, smollm2_tokenizer, cfg, "tiny")
     try:
@@ -83,7 +83,7 @@ def test_effective_length_and_depth_profile_on_planted_answers(tmp_path: Path) -
         right = length <= 256 or "depth0" in task.tags
         return f"<answer>{task.oracle if right else 'lost'}</answer>"
 
-    cfg = EvalConfig(progress=False)
+    cfg = EvalConfig.from_recipe(dict(progress=False))
     cfg.grid.lengths, cfg.grid.depths, cfg.grid.n = [64, 256, 1024, 2048], [0.0, 0.5, 1.0], 4
     cfg.grid.haystack = "generated"
     run = asyncio.run(evaluate(AnswerSolver(answer), [], cfg, tmp_path, grid=True))

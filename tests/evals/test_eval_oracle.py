@@ -38,7 +38,7 @@ def test_humaneval_oracle_scores_164_of_164_through_the_cli(tmp_path: Path) -> N
 
 
 def test_a_solver_that_does_nothing_scores_zero(tmp_path: Path) -> None:
-    cfg = EvalConfig(limit=8, progress=False)
+    cfg = EvalConfig.from_recipe(dict(limit=8, progress=False))
     run = asyncio.run(evaluate(NoopSolver(), ["humaneval", "terminal"], cfg, tmp_path))
     for spec in ("humaneval", "terminal"):
         s = run.summary["suites"][spec]
@@ -71,6 +71,6 @@ def test_a_killed_run_resumes_running_only_unfinished_items(tmp_path: Path) -> N
 
 
 def test_terminal_oracle_is_100_percent(tmp_path: Path) -> None:
-    run = asyncio.run(evaluate(OracleSolver(), ["terminal"], EvalConfig(progress=False), tmp_path))
+    run = asyncio.run(evaluate(OracleSolver(), ["terminal"], EvalConfig.from_recipe(dict(progress=False)), tmp_path))
     t = run.summary["suites"]["terminal"]
     assert (t["n"], t["mean_reward"], t["pass@1"], t["infra_failures"]) == (27, 1.0, 1.0, 0)

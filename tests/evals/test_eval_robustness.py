@@ -17,7 +17,8 @@ def test_noisy_drop_is_paired_per_task(tmp_path: Path) -> None:
         wrong = "noisy" in task.tags and int(task.payload["expected"][0]) % 2 == 0
         return f"<answer>{'?' if wrong else task.oracle}</answer>"
 
-    run = asyncio.run(evaluate(AnswerSolver(answer), [CLEAN, NOISY], EvalConfig(progress=False), tmp_path))
+    run = asyncio.run(evaluate(AnswerSolver(answer), [CLEAN, NOISY], EvalConfig.from_recipe(dict(progress=False)),
+        tmp_path))
     records = run.records
     assert {r.base_id for r in records[CLEAN]} == {r.base_id for r in records[NOISY]}
     assert not {r.task_id for r in records[CLEAN]} & {r.task_id for r in records[NOISY]}  # prompts differ

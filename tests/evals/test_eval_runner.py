@@ -38,7 +38,7 @@ def test_window_gate_concurrency_and_failures(tmp_path: Path) -> None:
         finally:
             held -= 1
 
-    cfg = EvalConfig(progress=False, start=4, limit=5, samples=2, concurrency=3)
+    cfg = EvalConfig.from_recipe(dict(progress=False, start=4, limit=5, samples=2, concurrency=3))
     run = asyncio.run(evaluate(AnswerSolver(answer), [SPEC], cfg, tmp_path, gate=gate))
     records = run.records[SPEC]
     assert {r.task_id for r in records} == {t.id for t in tasks[4:9]} and len(records) == 10

@@ -36,7 +36,7 @@ def test_two_training_steps_on_an_external_agent_change_the_weights(toy_model, t
 
     tasks = task_folder(tmp_path / "tasks")
     argv = program(AGENT)
-    cfg = TrainConfig.model_validate({
+    cfg = TrainConfig.from_recipe({
         "model": str(toy_model), "suites": [{"spec": f"terminal:path={tasks}"}],
         "algorithm": {"optim": {"lr": 0.05, "total_steps": 100, "min_lr_ratio": 1.0},
                       "checkpoint": {"keep_last": 2, "keep_best": False}},

@@ -35,7 +35,7 @@ def run_tiny(model: Path, out: Path, **over: Any) -> dict[str, Any]:
     from temper.orchestrator.run_dir import RunDir
     from temper.orchestrator.train import train
 
-    cfg = TrainConfig.model_validate(tiny_config(model, out, **over))
+    cfg = TrainConfig.from_recipe(tiny_config(model, out, **over))
     return train(cfg, RunDir.create(cfg))
 
 

@@ -25,7 +25,7 @@ def backend(model: Path, partial_rollouts: bool = True, num_workers: int = 1, ma
 
     agent = {"system_prompt": "say", "temperature": 1.0, "max_turn_tokens": max_new_tokens, "turn_timeout_s": 120,
              "episode_timeout_s": 120}
-    spec = WorkerSpec.of(TrainConfig.model_validate({"agent": agent,
+    spec = WorkerSpec.of(TrainConfig.from_recipe({"agent": agent,
                                                      "orchestrator": {"partial_rollouts": partial_rollouts}}))
     return LocalBackend(str(model), EngineConfig(kv_budget_bytes=16_000_000, max_num_seqs=8), [SUITE], spec,
                         num_workers)

@@ -19,7 +19,7 @@ from orch_helpers import metrics, run_tiny, snapshot, tiny_config
 from temper.models.checkpoint import load_state_dict
 
 # synchronous (staleness 0), no refills, no evaluation: both runs train on the same rollouts
-SYNC = {"group_size": 8, "batch_groups": 2, "max_staleness": 0, "concurrency": 16, "dynamic_sampling": False}
+SYNC = {"group_size": 8, "batch_groups": 2, "max_staleness": 0, "concurrency": 16, "max_refills": 0}
 NO_EVAL = {"suite": None, "before": False, "after": False}
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
 

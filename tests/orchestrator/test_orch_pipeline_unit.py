@@ -50,11 +50,11 @@ class EpisodeBackend:
         pass
 
 
-def pipeline(tmp_path: Path, backend: EpisodeBackend, **cfg: object) -> Pipeline:
+def pipeline(tmp_path: Path, backend: EpisodeBackend, refill: bool = True, **cfg: object) -> Pipeline:
     scheduler = TaskScheduler.build([(SuiteConfig(spec="toy", max_concurrency=64), ToySuite(n=64))],
                                     CurriculumConfig(enabled=False))
     orch = OrchestratorConfig.model_validate({"group_size": 2, "concurrency": 64, **cfg})
-    return Pipeline(orch, backend, scheduler, Store(tmp_path / "store.sqlite"))
+    return Pipeline(orch, backend, scheduler, Store(tmp_path / "store.sqlite"), refill=refill)
 
 
 def run(main: Callable[[], Coroutine[None, None, None]]) -> None:
@@ -73,7 +73,7 @@ async def until(cond: Callable[[], bool]) -> None:
 def test_staleness_bound_holds_groups_and_drops_lagging_ones(tmp_path: Path) -> None:
     async def main() -> None:
         backend = EpisodeBackend(hold=True)
-        pipe = pipeline(tmp_path, backend, max_staleness=1, batch_groups=2, dynamic_sampling=False)
+        pipe = pipeline(tmp_path, backend, max_staleness=1, batch_groups=2, refill=False)
         pipe.start()
         await until(lambda: backend.started == 8)
         assert (pipe.running, backend.started) == (4, 8)  # (max_staleness + 1) * batch_groups groups, no more
@@ -181,7 +181,7 @@ def test_episode_seeds_follow_the_groups_order_in_the_run_not_the_engines(tmp_pa
     def seeds(path: Path) -> list[tuple[str, list]]:
         async def main() -> None:
             backend = EpisodeBackend()
-            pipe = pipeline(path, backend, max_staleness=0, batch_groups=2, dynamic_sampling=False)
+            pipe = pipeline(path, backend, max_staleness=0, batch_groups=2, refill=False)
             pipe.start()
             await pipe.next_batch()
             await pipe.stop()

@@ -40,7 +40,7 @@ def test_dead_ray_worker_is_named_with_its_cause(local_ray, toy_model: Path) -> 
     from temper.orchestrator.rollout_worker import WorkerSpec
 
     agent = {"max_turn_tokens": 1, "turn_timeout_s": 60, "episode_timeout_s": 60}
-    spec = WorkerSpec.of(TrainConfig.model_validate({"agent": agent}))
+    spec = WorkerSpec.of(TrainConfig.from_recipe({"agent": agent}))
     backend = RayBackend(str(toy_model), EngineConfig(kv_budget_bytes=16_000_000), ["toy:n=4"], spec, 1, None)
     try:
         task = ToySuite(n=4).tasks()[0]

@@ -151,7 +151,7 @@ def test_actors_go_where_their_resources_are(cluster: Cluster, toy_model: Path, 
     from temper.sandbox.remote_pool import RemotePoolSpec, RemoteSandboxPool
     from temper.sandbox.remote_pool_actor import node_audit_dir
 
-    spec = WorkerSpec.of(TrainConfig.model_validate({"agent": {"max_turn_tokens": 1}}))
+    spec = WorkerSpec.of(TrainConfig.from_recipe({"agent": {"max_turn_tokens": 1}}))
     engine = EngineConfig(kv_budget_bytes=16_000_000)
     with pytest.raises(TemperError, match=r"orchestrator\.ray\.worker_resources=\{'gpu_node': 1.0\}"):
         RayBackend(str(toy_model), engine, ["toy:n=4"], spec, 1,
@@ -265,7 +265,7 @@ def _wait_in_flight(db_path: Path, groups: int, deadline: float) -> None:
 
 # synchronous (staleness 0), no refills: a run with 2 ranks trains on the rollouts 1 process would
 SYNC = {"orchestrator__group_size": 8, "orchestrator__batch_groups": 2, "orchestrator__max_staleness": 0,
-        "orchestrator__concurrency": 16, "orchestrator__dynamic_sampling": False}
+        "orchestrator__concurrency": 16, "orchestrator__max_refills": 0}
 
 
 def _audit_start(out: Path) -> dict[str, Any]:

@@ -210,8 +210,14 @@ def test_kl_to_reference_and_entropy_bonus():
           zip(_by_hand(model, trajs), _by_hand(ref, trajs), strict=True)]
     m = Trainer(model, _cfg(loss__kl_coef=0.1), ref_model=ref).step(trajs)
     assert m.update.kl == pytest.approx(_token_mean(kl), rel=1e-5)
-    with pytest.raises(ValueError, match="reference model"):
-        Trainer(make_model(), _cfg(loss__kl_coef=0.1))
+    # no reference given: the starting weights, frozen (temper train's kl_coef uses this)
+    model = make_model()
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    t = Trainer(model, _cfg(loss__kl_coef=0.1, trainer__mini_batches=2))
+    m = t.step(make_trajectories(groups=4))
+    assert m.update.kl > 0
+    assert all(torch.equal(v, start[k]) for k, v in t.ref_model.state_dict().items())
+    assert any(not torch.equal(v, start[k]) for k, v in t.model.state_dict().items())
 
 
 @pytest.mark.parametrize("estimator", ["dr_grpo", "rloo", "reinforce", "gae"])
@@ -324,8 +330,7 @@ def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
                         versions=[-1] * 4 + o.versions, reward=float(i % 2), group_id="g") for i, o in enumerate(outs)]
     mismatch = {}
     for temperature in (0.7, 1.0):
-        cfg = _cfg(optim__lr=0.0)
-        cfg.temperature = temperature
-        mismatch[temperature] = Trainer(copy.deepcopy(model), cfg).step(trajs).update.mismatch_kl_k1
+        trainer = Trainer(copy.deepcopy(model), _cfg(optim__lr=0.0), temperature=temperature)
+        mismatch[temperature] = trainer.step(trajs).update.mismatch_kl_k1
     assert abs(mismatch[0.7]) < 1e-5
     assert abs(mismatch[1.0]) > 1e-3  # at T=1 the trainer would correct a mismatch that is not there

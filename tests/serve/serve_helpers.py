@@ -75,7 +75,7 @@ def serve_config(model: Path | str, tmp: Path, **over: Any) -> ServeConfig:
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
-    return ServeConfig.model_validate(data)
+    return ServeConfig.from_recipe(data)
 
 
 class LiveServer:

@@ -43,7 +43,7 @@ def test_train_tiny_recipe_on_a_remote_server(tmp_path: Path):
 
     model = make_toy_model(tmp_path / "toy")
     with LiveServer(serve_config(model, tmp_path, **{"engine.kv_budget_bytes": 16_000_000})) as srv:
-        cfg = TrainConfig.model_validate(tiny_recipe(model, tmp_path / "run", srv.url))
+        cfg = TrainConfig.from_recipe(tiny_recipe(model, tmp_path / "run", srv.url))
         summary = train(cfg, RunDir.create(cfg))
         text = httpx.get(f"{srv.url}/metrics").text
     # The same bar as the in-process tiny recipe (tests/orchestrator/test_orch_pipeline.py).
@@ -71,7 +71,7 @@ def test_train_on_a_remote_server_with_a_sandboxed_suite(tmp_path: Path):
         recipe = tiny_recipe(model, tmp_path / "run", srv.url)
         recipe.update(suites=[{"spec": "toy:n=16,seed=0,digits=2,sandbox=true"}], eval={"suite": None}, max_steps=2)
         recipe["orchestrator"].update(group_size=4, batch_groups=2, concurrency=8)
-        cfg = TrainConfig.model_validate(recipe)
+        cfg = TrainConfig.from_recipe(recipe)
         train(cfg, RunDir.create(cfg))
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["failures"] == 0 for r in rows), rows

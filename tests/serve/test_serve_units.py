@@ -2,12 +2,13 @@
 
 import pytest
 
-from temper.serve.config import ABConfig, BudgetConfig, Prices, RoutingConfig, ServeConfig, UsageConfig
+from temper.generation import Prices
+from temper.serve.config import ABConfig, BudgetConfig, RoutingConfig, ServeConfig, UsageConfig
 from temper.serve.metrics import Metrics
 from temper.serve.redact import redact
 from temper.serve.router import Router, UnknownModel, ab_arm, split_model
 from temper.serve.schemas import ChatRequest, describe_validation
-from temper.serve.usage import Budgets, cost_usd, key_id
+from temper.serve.usage import Budgets, key_id
 
 
 def route(router: Router, **kw):
@@ -72,7 +73,7 @@ def test_redaction_keeps_ordinary_numbers():
 
 def test_cost_and_budgets(caplog):
     p = Prices(input=1.0, cached_input=0.25, output=4.0)
-    assert cost_usd(p, prompt=1000, cached=600, completion=100) == pytest.approx((400 + 150 + 400) / 1e6)
+    assert p.cost(1000, 100, cached_tokens=600) == pytest.approx((400 + 150 + 400) / 1e6)
     m = Metrics()
     b = Budgets(UsageConfig(budgets=BudgetConfig(per_key_daily_usd=1.0, daily_usd=10, alert_thresholds=[0.5, 0.9],
                                                  hard_limit=True)), m)

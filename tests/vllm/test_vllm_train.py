@@ -42,7 +42,7 @@ def processes_in(folder: Path) -> list[int]:
 
 def test_two_steps_on_a_managed_server_keep_its_weights_the_trainers(vllm_toy: Path, tmp_path: Path):
     run = tmp_path / "run"
-    cfg = TrainConfig.model_validate(tiny_vllm_recipe(vllm_toy, run))
+    cfg = TrainConfig.from_recipe(tiny_vllm_recipe(vllm_toy, run))
     train(cfg, RunDir.create(cfg))
     got = rows(run)
     assert [r["step"] for r in got] == [1, 2] and all(r["failures"] == 0 for r in got)
@@ -73,7 +73,7 @@ def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Pa
         client = VllmClient(server.url, "attached-toy", Tokenizer.from_folder(vllm_toy))
         before = asyncio.run(client.weights_digest())
         run = tmp_path / "run"
-        cfg = TrainConfig.model_validate(tiny_vllm_recipe(vllm_toy, run, vllm={"urls": [server.url + "/v1"]}))
+        cfg = TrainConfig.from_recipe(tiny_vllm_recipe(vllm_toy, run, vllm={"urls": [server.url + "/v1"]}))
         train(cfg, RunDir.create(cfg))
         got = rows(run)
         assert all(r["trainer/mean_abs_logprob_mismatch"] < 1e-3 for r in got), got
@@ -110,7 +110,7 @@ def test_a_killed_server_of_two_costs_retries_not_rewards(vllm_toy: Path, tmp_pa
     recipe["orchestrator"].update(max_staleness=1, concurrency=16)
     recipe["agent"]["max_turn_tokens"] = 48  # long enough generations that episodes are in flight at the kill
     recipe["algorithm"]["optim"]["lr"] = 0.003
-    cfg = TrainConfig.model_validate(recipe)
+    cfg = TrainConfig.from_recipe(recipe)
     rd = RunDir.create(cfg)
     errors: list[BaseException] = []
     t = threading.Thread(target=lambda: _run(cfg, rd, errors))
@@ -183,8 +183,8 @@ def test_a_sandboxed_terminal_suite_rolls_out_on_vllm(vllm_toy: Path, tmp_path: 
     recipe = tiny_vllm_recipe(vllm_toy, run)
     recipe.update(suites=[{"spec": f"terminal:path={tmp_path / 'tasks'}"}], max_steps=1)
     recipe["agent"].update(max_turn_tokens=8, max_turns=2, max_context_tokens=1000)
-    recipe["orchestrator"].update(group_size=4, batch_groups=1, concurrency=4, dynamic_sampling=False)
-    cfg = TrainConfig.model_validate(recipe)
+    recipe["orchestrator"].update(group_size=4, batch_groups=1, concurrency=4, max_refills=0)
+    cfg = TrainConfig.from_recipe(recipe)
     train(cfg, RunDir.create(cfg))
     got = rows(run)
     assert len(got) == 1 and got[0]["failures"] == 0 and got[0]["sandbox_episodes_per_s"] > 0, got
@@ -202,7 +202,7 @@ def test_a_hung_server_is_found_by_its_health_check_and_its_episode_ends_at_once
 
     recipe = tiny_vllm_recipe(vllm_toy, tmp_path / "run", vllm={"num_servers": 2, "health_interval_s": 1,
                                                                   "health_timeout_s": 1})
-    cfg = TrainConfig.model_validate(recipe)
+    cfg = TrainConfig.from_recipe(recipe)
     task = parse_spec(cfg.suites[0].spec).tasks()[0].id
     backend = make_backend(cfg, [cfg.suites[0].spec], None, run_dir=tmp_path, dtype="float32")
     hung = backend.servers[1].pid
