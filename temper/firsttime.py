@@ -99,6 +99,12 @@ def is_held(lock: Path) -> bool:
         os.close(fd)
 
 
+def record_owner(fd: int) -> None:
+    """Write this process as the owner into a lock file it holds (for waiters' messages, `temper doctor`)."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(asdict(Owner.me())).encode(), 0)
+
+
 def lock_timeout() -> float:
     return float(os.environ.get("TEMPER_LOCK_TIMEOUT_S") or 900)
 
@@ -148,8 +154,7 @@ class OwnerLock:
         stale = Owner.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
         if stale is not None:  # its holder died without releasing (a clean release empties the record)
             log.warning("temper: %s: taking over %s from %s, which is gone", self.what, self.path, stale)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(asdict(Owner.me())).encode(), 0)
+        record_owner(fd)
         return self
 
     def fileno(self) -> int:
@@ -177,6 +182,18 @@ def leftovers(folder: Path) -> list[Path]:
     return sorted(p for p in folder.parent.glob(f".*-{folder.name}-*") if p.name.startswith((".tmp-", ".old-")))
 
 
+def interrupted_builds(parent: Path, lock_of: Callable[[str], Path] | None = None) -> list[Path]:
+    """`build_once`'s temporary and replaced folders under `parent` whose lock no one holds: a killed
+    build's leftovers (its folder's next build removes them too). `lock_of(name)`: the lock of `name`."""
+    found = []
+    for path in sorted(parent.glob(".*-*-*")) if parent.is_dir() else []:
+        if path.name.startswith((".tmp-", ".old-")):
+            name = path.name.split("-", 1)[1].rsplit("-", 1)[0]
+            if not is_held(lock_of(name) if lock_of else parent / f"{name}.lock"):
+                found.append(path)
+    return found
+
+
 def remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -185,15 +202,20 @@ def remove(path: Path) -> None:
             path.unlink()
 
 
-def build_once(folder: Path, what: str, build: Callable[[Path], None], stamp: str = "",
-               timeout: float | None = None) -> Path:
+def build_once(folder: Path, what: str, build: Callable[[Path], None], stamp: str = "", *, marker: bool = True,
+               lock: Path | None = None, timeout: float | None = None) -> Path:
     """`folder`, built by `build(tmp)` unless a complete build for `stamp` is there; safe against kills
-    (the last step is one rename) and against other processes (they wait on the lock, then find it built)."""
-    if complete(folder, stamp):
+    (the last step is one rename) and against other processes (they wait on the lock, then find it built).
+    `marker=False`: the folder's existence is its completion (only a rename makes it; no file is added to
+    it, e.g. a template a sandbox sees). `lock` defaults to `<folder>.lock`."""
+    def done() -> bool:
+        return complete(folder, stamp) if marker else folder.is_dir()
+
+    if done():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with OwnerLock(folder.with_name(folder.name + ".lock"), what, timeout):
-        if complete(folder, stamp):  # built by the process we waited for
+    with OwnerLock(lock or folder.with_name(folder.name + ".lock"), what, timeout):
+        if done():  # built by the process we waited for
             return folder
         for old in leftovers(folder):  # we hold the lock: these are a dead builder's
             log.info("temper: %s: removing %s, left by an interrupted build", what, old)
@@ -205,7 +227,8 @@ def build_once(folder: Path, what: str, build: Callable[[Path], None], stamp: st
         try:
             build(tmp)
             pause_point(what)
-            (tmp / MARKER).write_text(stamp)
+            if marker:
+                (tmp / MARKER).write_text(stamp)
             if folder.exists():
                 old = folder.with_name(f".old-{folder.name}-{os.getpid()}")
                 folder.rename(old)
@@ -215,6 +238,30 @@ def build_once(folder: Path, what: str, build: Callable[[Path], None], stamp: st
             remove(tmp)
             raise
     return folder
+
+
+def write_owner(path: Path) -> None:
+    """Record this process as the owner of per-run state at `path` (`.<name>.owner` beside it), before
+    making it: state whose owner is gone is a crashed run's leftover (`owner_gone`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.owner.{os.getpid()}")
+    tmp.write_text(json.dumps(asdict(Owner.me())))
+    os.replace(tmp, owner_file(path))
+
+
+def owner_file(path: Path) -> Path:
+    return path.with_name(f".{path.name}.owner")
+
+
+def drop_owner(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        owner_file(path).unlink()
+
+
+def stale(path: Path) -> tuple[bool, Owner | None]:
+    """Is `path` a crashed run's leftover (no owner recorded, or a dead one)? And its recorded owner."""
+    owner = read_owner(owner_file(path))
+    return owner is None or not owner.alive(), owner
 
 
 def main(argv: list[str]) -> int:

@@ -11,9 +11,9 @@ import hashlib
 import os
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
+from temper.firsttime import build_once
 from temper.sandbox import layout
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import SandboxError
@@ -97,15 +97,17 @@ def inside_copy(state: Path) -> Path:
         dest = state / "inside" / digest
         if not dest.is_dir():
             dest.parent.mkdir(mode=0o755, exist_ok=True)
-            tmp = dest.parent / f".{digest}.{os.getpid()}.{threading.get_ident()}"
-            shutil.copytree(INSIDE_DIR, tmp)  # copy2 keeps mtimes: cached bytecode stays valid
-            compileall.compile_dir(tmp, quiet=2, legacy=False)  # where the package folder had none
-            try:
-                os.rename(tmp, dest)
-            except OSError:  # another process was first
-                shutil.rmtree(tmp, ignore_errors=True)
+            build_once(dest, "the sandbox supervisor's code", _copy_inside, marker=False,  # killed: no half copy
+                       lock=state / "locks" / f"inside-{digest}.lock")
         _inside[state] = dest
     return _inside[state]
+
+
+def _copy_inside(tmp: Path) -> None:
+    tmp.rmdir()  # copytree makes it
+    shutil.copytree(INSIDE_DIR, tmp)  # copy2 keeps mtimes: cached bytecode stays valid
+    tmp.chmod(0o755)
+    compileall.compile_dir(tmp, quiet=2, legacy=False)  # where the package folder had none
 
 
 _probe: dict[tuple[int | None, str], tuple[bool, str]] = {}

@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+from temper import firsttime
 from temper.sandbox import layout
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.inside import native
@@ -24,6 +25,7 @@ DEVICES_RO = ("/dev/urandom", "/dev/random")
 def prepare_folder(cfg: SandboxConfig, sandbox_id: str, uid: int) -> tuple[Path, bool]:
     """The sandbox's own folder, owned by its uid; a sized tmpfs when we may mount (root)."""
     folder = layout.state_dir(cfg) / "sb" / sandbox_id
+    firsttime.write_owner(folder)  # first: a folder whose owner is gone is a crashed run's (leftovers.py)
     folder.mkdir(parents=True, exist_ok=True)
     (folder.parent).chmod(0o711)
     mounted = False
@@ -45,6 +47,7 @@ def remove_folder(folder: Path, mounted: bool) -> None:
         with contextlib.suppress(OSError):
             native.umount(str(folder))
     shutil.rmtree(folder, ignore_errors=True)
+    firsttime.drop_owner(folder)
 
 
 def plan(cfg: SandboxConfig, mode: str, folder: Path, template_key: str | None, dedicated_uid: bool) -> Plan:

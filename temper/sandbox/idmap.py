@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from temper import firsttime
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 # open_tree, move_mount, mount_setattr: the same numbers on x86_64, aarch64 (the generic table).
@@ -74,6 +76,7 @@ def _userns_fd(owner: int, uid: int) -> int:
 def mount_view(src: Path, target: Path, owner: int, uid: int) -> None:
     """Bind `src` read-only at `target` (created), with files of `owner` showing as `uid`."""
     ns = _userns_fd(owner, uid)
+    firsttime.write_owner(target)  # first: a view whose owner is gone is a crashed run's (leftovers.py)
     target.mkdir(parents=True, exist_ok=True)
     fd = _check(_libc.syscall(_OPEN_TREE, AT_FDCWD, str(src).encode(), OPEN_TREE_CLONE | os.O_CLOEXEC),
                 f"open_tree {src}")
@@ -91,6 +94,7 @@ def unmount_view(target: Path) -> None:
     _libc.umount2(str(target).encode(), MNT_DETACH)
     with contextlib.suppress(OSError):
         target.rmdir()
+    firsttime.drop_owner(target)
 
 
 _works: dict[Path, bool] = {}
@@ -109,5 +113,6 @@ def available(templates: Path, owner: int) -> bool:
         except OSError:
             with contextlib.suppress(OSError):
                 probe.rmdir()
+            firsttime.drop_owner(probe)
             _works[templates] = False
     return _works[templates]

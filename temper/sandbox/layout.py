@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from temper.sandbox import leftovers
 from temper.sandbox.config import SandboxConfig
 
 INSIDE_DIR = Path(__file__).parent / "inside"
@@ -103,8 +104,15 @@ def state_dir(cfg: SandboxConfig) -> Path:
         for d in (root, etc):
             d.chmod(0o755)
     (root / "templates").mkdir(exist_ok=True, mode=0o755)
+    (root / "locks").mkdir(exist_ok=True, mode=0o700)  # build locks record owners: not for sandbox uids to read
+    if root not in _swept:  # once per process: what crashed runs left here (their owners are gone)
+        _swept.add(root)
+        leftovers.sweep(root)
     precompile_inside()
     return root
+
+
+_swept: set[Path] = set()
 
 
 def common_init(cfg: SandboxConfig, mode: str, kill: str) -> dict[str, Any]:

@@ -12,12 +12,10 @@ is never written.
 import hashlib
 import os
 import shutil
-import threading
 from pathlib import Path
 
+from temper.firsttime import build_once
 from temper.sandbox.errors import SandboxError
-
-_lock = threading.Lock()
 
 
 def signature(src: Path) -> str:
@@ -33,29 +31,24 @@ def signature(src: Path) -> str:
 
 
 def stage(src: Path, templates_dir: Path, uid: int | None) -> str:
-    """Stage `src` under `templates_dir` (idempotent, safe across processes); return its key."""
+    """Stage `src` under `templates_dir` (idempotent, safe across processes and against kills); return its key.
+
+    Copied into a `.tmp-*` folder under an owner lock (in `locks/` beside the templates, which sandboxes
+    see) and renamed into place: a staged template exists only complete (temper/firsttime.py)."""
     if not src.is_dir():
         raise SandboxError(f"{src}: template folder not found")
     key = signature(src)
-    dest = templates_dir / key
-    if dest.is_dir():
-        return key
-    with _lock:
-        if dest.is_dir():
-            return key
-        templates_dir.mkdir(parents=True, exist_ok=True)
-        tmp = templates_dir / f".{key}.{os.getpid()}.{threading.get_ident()}"
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def copy(tmp: Path) -> None:
+        tmp.rmdir()  # copytree makes it
         try:
             shutil.copytree(src, tmp, symlinks=True)
         except (OSError, shutil.Error) as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
             raise SandboxError(f"{src}: cannot copy template: {exc}") from None
         _own(tmp, uid)
-        try:
-            os.rename(tmp, dest)
-        except OSError:  # another process staged it first
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    build_once(templates_dir / key, f"the staged template {src}", copy, marker=False,
+               lock=templates_dir.parent / "locks" / f"template-{key}.lock")
     return key
 
 

@@ -18,6 +18,7 @@ import os
 import threading
 from pathlib import Path
 
+from temper import firsttime
 from temper.sandbox import idmap, layout
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import SandboxError
@@ -67,6 +68,7 @@ def lease(uids: range, locks: Path) -> UidLease:
         fd = os.open(locks / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            firsttime.record_owner(fd)  # the kernel drops the lock when we die; this says who held it
             return UidLease(uid, fd)
         except BlockingIOError:
             os.close(fd)
