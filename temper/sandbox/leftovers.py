@@ -15,6 +15,7 @@ from temper import firsttime
 from temper.sandbox import idmap
 
 log = logging.getLogger(__name__)
+COPY = "interrupted copy"
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,8 @@ class Leftover:
     owner: firsttime.Owner | None  # the dead owner recorded, or None: none recorded
 
     def __str__(self) -> str:
-        return f"{self.what} {self.path} ({f'owner {self.owner} is gone' if self.owner else 'no owner recorded'})"
+        why = f"owner {self.owner} is gone" if self.owner else "no owner recorded"
+        return f"{self.what} {self.path} ({'its build lock is free' if self.what == COPY else why})"
 
 
 def find(state: Path, unrecorded: bool = True) -> list[Leftover]:
@@ -40,13 +42,13 @@ def find(state: Path, unrecorded: bool = True) -> list[Leftover]:
                 found.append(Leftover(path, what, owner))
     locks = state / "locks"
     for sub, prefix in (("templates", "template"), ("inside", "inside")):
-        found += [Leftover(path, "interrupted copy", None) for path in
+        found += [Leftover(path, COPY, None) for path in
                   firsttime.interrupted_builds(state / sub, lambda name, p=prefix: locks / f"{p}-{name}.lock")]
     return found
 
 
 def remove(leftover: Leftover) -> None:
-    if leftover.what != "interrupted copy":
+    if leftover.what != COPY:
         idmap.unmount_view(leftover.path)  # a view, or a tmpfs sandbox folder (detached, busy or not)
     firsttime.remove(leftover.path)
     firsttime.drop_owner(leftover.path)
