@@ -83,7 +83,7 @@ async def side(name: str, cfg: Any, tasks: list[str], args: argparse.Namespace, 
             await backend.push_weights(state, v)
             updates.append((time.perf_counter() - t) * 1000)
         log(f"{name}: weight update {statistics.median(updates):.0f} ms (median of {len(updates)})")
-        mismatch = mean_abs_mismatch(model, trajs, cfg.algorithm.temperature)
+        mismatch = mean_abs_mismatch(model, trajs, cfg.agent.temperature or 1.0)
         log(f"{name}: mean |trainer - rollout| logprob {mismatch:.2e} over the sampled tokens")
         return {"tok_s": tokens / wall, "tokens": tokens, "wall_s": wall, "episodes": len(trajs),
                 "update_ms": statistics.median(updates), "updates_ms": updates, "mismatch": mismatch,
