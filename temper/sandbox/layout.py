@@ -31,14 +31,17 @@ class Plan:
 
 
 SYSTEM_PYTHON_ENV = Path("/var/cache/temper/sandbox-python")  # where scripts/setup.sh builds it as root
+BUILDING = ".temper-building"  # in a sandbox Python still being built (removed by its last step)
 
 
 def repo_python_env() -> Path | None:
-    """The read-only Python with pytest that scripts/setup.sh builds, if it exists (same search order)."""
+    """The read-only Python with pytest that scripts/setup_sandbox_python.sh builds, if it exists and is
+    complete (same search order)."""
     env = os.environ.get("TEMPER_SANDBOX_PYTHON")
     repo_env = Path(__file__).resolve().parents[2] / ".cache" / "sandbox-python"
     cands = [Path(env)] if env else [SYSTEM_PYTHON_ENV, repo_env]
-    return next((c for c in cands if (c / "bin" / "python3").exists()), None)
+    # .temper-building: scripts/setup_sandbox_python.sh was interrupted there; the next set-up rebuilds it
+    return next((c for c in cands if (c / "bin" / "python3").exists() and not (c / BUILDING).exists()), None)
 
 
 def python_env(cfg: SandboxConfig) -> Path | None:

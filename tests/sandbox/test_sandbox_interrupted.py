@@ -1,16 +1,19 @@
 """Sandbox state killed half-way never breaks the next run on the host: a template copy killed before its
 rename (holding its lock) is taken over and staged anew; the idmapped views and sandbox folders of a host
 process killed with its sandboxes open are unmounted and removed by the next run. Real SIGKILLs, temporary
-state folders."""
+state folders; the sandbox Python's set-up killed half-built is never used and is built anew."""
 
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from interrupt_helpers import env, kill_at_pause, kill_when, python, run, start
+
+from temper.sandbox import layout
 
 OPEN = """
 import logging, sys, time
@@ -83,3 +86,23 @@ def test_views_and_folders_of_a_killed_host_process_are_removed_by_the_next_run(
         assert f"removing a crashed run's idmapped view {view}" in out, out
         assert not view.exists() and not mounted(view)
     assert not list((state / "views").glob(".*.owner")) and not list((state / "sb").glob(".*.owner"))
+
+
+@pytest.mark.timeout(240)
+def test_a_sandbox_python_killed_half_built_is_never_used_and_built_anew(tmp_path, monkeypatch):
+    target = tmp_path / "sandbox-python"
+    monkeypatch.setenv("TEMPER_SANDBOX_PYTHON", str(target))
+    script = ["bash", "scripts/setup_sandbox_python.sh"]
+    first = start(script, env(TEMPER_SANDBOX_PYTHON=str(target), TEMPER_TEST_PAUSE_AT="the sandbox Python, half built"))
+    kill_at_pause(first, timeout=120)
+    assert (target / "bin" / "python3").exists() and not (target / "bin" / "pytest").exists()
+    assert layout.repo_python_env() is None  # half built: sandboxes run without it rather than on it
+
+    done = run(script, env(TEMPER_SANDBOX_PYTHON=str(target)), timeout=200)
+    out = done.stdout
+    assert done.returncode == 0, out
+    assert re.search(rf"taking over .*sandbox-python\.lock from pid {first.pid} .*which is gone", out), out
+    assert f"removing {target}: an interrupted build" in out, out
+    assert layout.repo_python_env() == target
+    version = subprocess.run([target / "bin" / "pytest", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and "pytest" in version.stdout + version.stderr
