@@ -75,3 +75,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         slow[item.path.as_posix()] = slow.get(item.path.as_posix(), 0) + bool(item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[item.path.as_posix()])  # stable: within a file, the written order
+
+
+# ---- the working tree: a test run writes nothing into the repository's runs/ ----------------------
+import subprocess  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _runs_entries() -> set[str]:
+    """`git status` of runs/, one line per file, ignored ones included (runs/ is in .gitignore)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "runs/"],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):  # no git: nothing to compare
+        return set()
+    return set(out.stdout.splitlines()) if out.returncode == 0 else set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sandbox_audit_logs_under_tmp(tmp_path_factory: pytest.TempPathFactory):
+    """A sandbox made with the default config appends its audit log to runs/sandbox/ of the current folder,
+    the repository in a test run: in this process a relative run_dir lands under a temporary folder instead.
+    (Commands a test starts in its own process are given --out / run_dir under tmp_path by the test.)"""
+    from temper.sandbox.config import SandboxConfig
+
+    base = tmp_path_factory.mktemp("relative-run-dirs")
+    real = SandboxConfig.audit_path
+    SandboxConfig.audit_path = property(lambda cfg: real.fget(cfg) if Path(cfg.run_dir).is_absolute()
+                                        else base / real.fget(cfg))
+    yield
+    SandboxConfig.audit_path = real
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_written_into_runs():
+    """Fails the session when it added files under the repository's runs/ (two `git status` calls in all)."""
+    before = _runs_entries()
+    yield
+    added = sorted(_runs_entries() - before)
+    if added:
+        pytest.fail("the tests wrote into the repository's runs/ (write under tmp_path instead): "
+                    + ", ".join(line[3:] for line in added[:10]), pytrace=False)
