@@ -24,7 +24,7 @@ def temper(*args: str, **kw) -> subprocess.Popen:
 
 
 def test_humaneval_oracle_scores_164_of_164_through_the_cli(tmp_path: Path) -> None:
-    p = temper("eval", "--oracle", "--suite", "humaneval", "--out", str(tmp_path / "run"))
+    p = temper("eval", "--oracle", "--suite", "humaneval", "--out", str(tmp_path / "run"), cwd=tmp_path)
     out, err = p.communicate(timeout=240)
     assert p.returncode == 0, err[-2000:]
     s = json.loads((tmp_path / "run" / "summary.json").read_text())["suites"]["humaneval"]
@@ -49,7 +49,7 @@ def test_a_killed_run_resumes_running_only_unfinished_items(tmp_path: Path) -> N
     out = tmp_path / "run"
     items = out / "suites" / "terminal" / "items.jsonl"
     args = ("eval", "--oracle", "--suite", "terminal", "--out", str(out), "--concurrency", "1", "--limit", "12")
-    p = temper(*args, start_new_session=True)
+    p = temper(*args, start_new_session=True, cwd=tmp_path)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not items.is_file() or len(items.read_text().splitlines()) < 3):
         time.sleep(0.1)
@@ -58,7 +58,7 @@ def test_a_killed_run_resumes_running_only_unfinished_items(tmp_path: Path) -> N
     finished = len([x for x in items.read_text().splitlines() if x.endswith("}")])
     assert 3 <= finished < 12 and not (out / "summary.json").exists()
 
-    p = temper(*args)
+    p = temper(*args, cwd=tmp_path)  # its sandboxes' audit log goes to runs/sandbox of the cwd
     stdout, err = p.communicate(timeout=240)
     assert p.returncode == 0, err[-2000:]
     assert f"ran {12 - finished} items ({finished} already done)" in stdout
