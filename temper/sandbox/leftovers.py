@@ -24,9 +24,14 @@ class Leftover:
     what: str
     owner: firsttime.Owner | None  # the dead owner recorded, or None: none recorded
 
+    @property
+    def reason(self) -> str:
+        if self.what == COPY:
+            return "its build lock is free"
+        return f"owner {self.owner} is gone" if self.owner else "no owner recorded"
+
     def __str__(self) -> str:
-        why = f"owner {self.owner} is gone" if self.owner else "no owner recorded"
-        return f"{self.what} {self.path} ({'its build lock is free' if self.what == COPY else why})"
+        return f"{self.what} {self.path} ({self.reason})"
 
 
 def find(state: Path, unrecorded: bool = True) -> list[Leftover]:
