@@ -75,7 +75,7 @@ def test_resume_with_lora(tmp_path):
 
 def test_crashed_write_is_never_loaded_and_retention(tmp_path):
     cfg = _cfg()
-    cfg.checkpoint.keep_last = 2
+    cfg.checkpoint.keep_last, cfg.checkpoint.keep_best, cfg.checkpoint.best_metric = 2, True, "reward_mean"
     tr = Trainer(make_model(), cfg)
     rewards = [0.1, 0.9, 0.3, 0.2, 0.4]
     for r in rewards:
