@@ -8,9 +8,11 @@ sample is handed to the asking coroutine through its own queue.
     completion = await engine.generate(token_ids, SamplingParams(temperature=1.0))
     async for item in engine.stream(token_ids, params):  # TokenEvent ..., then Completion(s)
         ...
+    events = await engine.submit(token_ids, params)  # queued now (RequestError here); iterate, close()
 """
 
 import asyncio
+import functools
 import itertools
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -46,30 +48,31 @@ class AsyncEngine:
                     if self._running.is_set():
                         self.engine.step()
 
+    async def submit(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
+                     request_id: str | None = None, speculate: bool = True) -> "EngineStream":
+        """Queue a request now and return its events (TokenEvents, then n Completions). A bad request
+        raises RequestError here, before anything runs; others are unaffected. `speculate=False`: it
+        never drafts (serve's standard variant)."""
+        params = params or SamplingParams()
+        rid = request_id or f"async-{next(self._ids)}"
+        stream = EngineStream(self.engine, rid, params.n)
+        add = functools.partial(self.engine.add_request, prompt, params, rid, stream.put, stream.put, speculate)
+        if params.structured is not None:  # compiling a grammar may take a while: not on the event loop
+            await asyncio.to_thread(add)
+        else:  # the intake lock only, never a step: cheap enough for the loop
+            add()
+        self._wake.set()
+        return stream
+
     async def stream(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                      request_id: str | None = None) -> AsyncIterator[TokenEvent | Completion]:
-        """Yield each new token as a TokenEvent, then each sample's Completion (n of them).
-        A bad request raises RequestError here, before anything runs; others are unaffected."""
-        params = params or SamplingParams()
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[TokenEvent | Completion] = asyncio.Queue()
-
-        def put(item: TokenEvent | Completion) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        rid = request_id or f"async-{next(self._ids)}"
-        self.engine.add_request(prompt, params, rid, on_token=put, on_finish=put)
-        self._wake.set()
-        remaining = params.n
+        """Yield each new token as a TokenEvent, then each sample's Completion (n of them)."""
+        stream = await self.submit(prompt, params, request_id)
         try:
-            while remaining:
-                item = await queue.get()
-                if isinstance(item, Completion):
-                    remaining -= 1
+            async for item in stream:
                 yield item
         finally:
-            if remaining:  # the consumer went away: stop generating for it
-                self.engine.abort(rid)
+            stream.close()
 
     async def generate_n(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                          request_id: str | None = None) -> list[Completion]:
@@ -114,3 +117,35 @@ class AsyncEngine:
         self._closed = True
         self._wake.set()
         self._thread.join(timeout=5)
+
+
+class EngineStream:
+    """One request's events, fed from the engine thread: TokenEvents, then its n Completions.
+    `close()` before the last Completion aborts the request (its consumer went away)."""
+
+    def __init__(self, engine: LLMEngine, request_id: str, n: int):
+        self.engine, self.request_id, self.remaining = engine, request_id, n
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[TokenEvent | Completion] = asyncio.Queue()
+        self.closed = False
+
+    def put(self, item: TokenEvent | Completion) -> None:  # on the engine thread
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def __aiter__(self) -> "EngineStream":
+        return self
+
+    async def __anext__(self) -> TokenEvent | Completion:
+        if not self.remaining:
+            raise StopAsyncIteration
+        item = await self.queue.get()
+        if isinstance(item, Completion):
+            self.remaining -= 1
+        return item
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.remaining:  # abort waits for the step lock: off the event loop, not awaited
+            self.loop.run_in_executor(None, self.engine.abort, self.request_id)

@@ -75,8 +75,10 @@ class LLMEngine:
 
     # ---- requests -------------------------------------------------------------------------
     def add_request(self, prompt: str | Seq[int], params: SamplingParams | None = None, request_id: str | None = None,
-                    on_token: TokenCallback | None = None, on_finish: FinishCallback | None = None) -> str:
-        """Queue a request; raises RequestError (naming the request and field) if it cannot run."""
+                    on_token: TokenCallback | None = None, on_finish: FinishCallback | None = None,
+                    speculate: bool = True) -> str:
+        """Queue a request; raises RequestError (naming the request and field) if it cannot run.
+        `speculate=False`: its samples never draft, even where the engine speculates (serve's standard variant)."""
         params = params or SamplingParams()
         # Checked and queued without the step lock: an event loop adding requests never waits for a step.
         with self._intake_lock:
@@ -92,7 +94,8 @@ class LLMEngine:
             for i in range(params.n):
                 seed = params.seed + i if params.seed is not None else int(
                     torch.randint(2**62, (1,), generator=self._seed_rng))
-                seqs.append(Sequence(next(self._ids), request_id, i, ids, params, seed, arrival=next(self._ids)))
+                seqs.append(Sequence(next(self._ids), request_id, i, ids, params, seed, arrival=next(self._ids),
+                                     speculate=speculate))
                 if grammar is not None:  # compiled once (cached), a matcher per sample
                     seqs[-1].matcher = self.grammars.matcher(grammar, where)
             self._ids_in_use.add(request_id)

@@ -22,7 +22,7 @@ class Status(Enum):
 
 class Sequence:
     def __init__(self, seq_id: int, request_id: str, index: int, prompt: list[int], params: SamplingParams,
-                 seed: int, arrival: int):
+                 seed: int, arrival: int, speculate: bool = True):
         self.seq_id = seq_id
         self.request_id = request_id
         self.index = index
@@ -48,6 +48,7 @@ class Sequence:
         self.stop_reason: str | int | None = None
         self.error: str | None = None
         self.matcher: Any = None  # the grammar matcher of a structured request (grammar.py), following the tokens
+        self.speculate = speculate  # the request may draft (serve: only its fast variant's requests do)
 
     def __len__(self) -> int:
         return len(self.token_ids)

@@ -35,16 +35,16 @@ class Speculator:
         elif cfg.method == "draft":
             self.proposer = DraftModelProposer(build_draft(cfg, target, draft_model), target.config.vocab_size, cfg)
         self.draft_lens: dict[Sequence, int] = {}  # adaptive: the tokens a sequence proposes next (until it ends)
-        self.request_ids: set[str] | None = None  # only these requests speculate (the served fast variant); None: all
 
     def speculates(self, seq: Sequence) -> bool:
-        """Drafts are verified losslessly only for greedy, unpenalised sequences without stop strings."""
-        return ((self.request_ids is None or seq.request_id in self.request_ids) and seq.num_pending == 1
-                and seq.params.greedy and not _penalized(seq) and not seq.params.stop)
+        """Drafts are verified losslessly only for greedy, unpenalised sequences without stop strings, of
+        requests that may speculate (`add_request(speculate=...)`)."""
+        return (seq.speculate and seq.num_pending == 1 and seq.params.greedy and not _penalized(seq)
+                and not seq.params.stop)
 
     def drafts(self, running: list[Sequence]) -> dict[int, list[int]]:
         """This step's draft of every speculating sequence that has one (seq id -> tokens)."""
-        if self.proposer is None or (self.request_ids is not None and not self.request_ids):  # no one to draft for
+        if self.proposer is None:
             return {}
         spec, first = self.cfg, min(self.cfg.initial_tokens, self.cfg.num_tokens)
         # Drafts leave room for the target's own next token, within max_tokens and the context.

@@ -149,3 +149,27 @@ def test_an_abort_waits_one_step_not_the_whole_generation(model):
     finally:
         engine.close()
     assert aborted[0].finish_reason == "abort" and 3 <= len(aborted[0].token_ids) < 400
+
+
+def test_speculation_is_a_per_request_choice(model):
+    """One n-gram engine: a request submitted with speculate=False never drafts, one with the default does;
+    both decode greedily to the same tokens (serve's standard and fast variants share an engine so)."""
+    from temper.engine import SpeculativeConfig
+
+    engine = AsyncEngine(LLMEngine(model, None, EngineConfig(block_size=16, speculative=SpeculativeConfig(
+        method="ngram", ngram_min=1))))
+    prompt = [5, 6, 7, 8] * 12  # repetitive: the n-gram proposer always finds something to copy
+    greedy = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+
+    async def run(speculate: bool) -> Completion:
+        items = [item async for item in await engine.submit(prompt, greedy, speculate=speculate)]
+        return items[-1]
+
+    try:
+        plain = asyncio.run(run(False))
+        assert engine.engine.stats["draft_tokens"] == 0
+        fast = asyncio.run(run(True))
+        assert engine.engine.stats["draft_tokens"] > 0
+    finally:
+        engine.close()
+    assert fast.token_ids == plain.token_ids and len(plain.token_ids) == 12
