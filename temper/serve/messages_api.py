@@ -103,14 +103,14 @@ def add_messages_routes(app: FastAPI, server: Any) -> None:
                                                             "message": f"messages: {exc}"}}, 400)
         mid = f"msg_{uuid.uuid4().hex[:24]}"
         if not body.stream:
-            data = await server.answer(*await server.begin(request, chat, "chat"))
+            data = await server.answer(*await server.begin(request, chat, "chat", "messages"))
             choice, usage = data["choices"][0], data["usage"]
             return {"id": mid, "type": "message", "role": "assistant", "model": body.model,
                     "content": _blocks(choice["message"]), "stop_reason": STOP.get(choice["finish_reason"], "end_turn"),
                     "stop_sequence": None, "usage": {"input_tokens": usage["prompt_tokens"],
                                                      "output_tokens": usage["completion_tokens"]}}
         chat = chat.model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
-        inner = await server.generate(request, chat, "chat")
+        inner = await server.generate(request, chat, "chat", "messages")
         return EventStream(_events(body, mid, inner), also=inner)
 
     async def _events(body: MessagesRequest, mid: str, inner: Any) -> Any:

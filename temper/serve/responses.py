@@ -11,7 +11,6 @@ from typing import Any
 from temper.agent.tools.base import Tool
 from temper.generation import Completion, SamplingParams, TokenEvent
 from temper.serve.chat import split_tool_calls
-from temper.serve.usage import UsageLog, UsageRecord
 
 
 @dataclass
@@ -19,10 +18,10 @@ class Job:
     kind: str  # chat | completion
     rid: str
     model: str  # the model name as requested (echoed back)
-    prompts: list[list[int]]
-    params: SamplingParams
-    record: UsageRecord
     tokenizer: Any
+    api: str = ""  # the route that asked: chat, completions, responses, messages (for call records)
+    prompts: list[list[int]] = field(default_factory=list)
+    params: SamplingParams = field(default_factory=SamplingParams)
     tools: list[Tool] = field(default_factory=list)
     logprobs: int | None = None  # None: no logprobs; k: the sampled token plus k alternatives
     return_token_ids: bool = False
@@ -30,9 +29,15 @@ class Job:
     echo: bool = False  # completions: the prompt comes first in text and logprobs (first token: null)
     echo_only: bool = False  # max_tokens 0: the one token generated is dropped
     prompt_logprobs: int | None = None  # vLLM's prompt_logprobs field in each choice
+    structured_field: str = ""  # the request field its constraint came from (tool_choice, response_format, ...)
+    variant: str = "standard"  # as asked (standard, fast, auto), then as routed
+    record: Any = None  # the layer's own bookkeeping of the call (serve: its UsageRecord)
+    headers: dict[str, str] = field(default_factory=dict)
     start: float = field(default_factory=time.perf_counter)
     created: int = field(default_factory=lambda: int(time.time()))
+    ttft_s: float | None = None
     done: dict[int, Completion] = field(default_factory=dict)
+    messages: dict[int, dict[str, Any]] = field(default_factory=dict)  # chat: each choice's message, built once
     version: int | None = None
 
     def choice_index(self, prompt_index: int, sample_index: int) -> int:
@@ -40,8 +45,8 @@ class Job:
 
     def seen(self, item: TokenEvent | Completion, prompt_index: int) -> int:
         """Note an engine event; returns its choice index."""
-        if self.record.ttft_s is None and isinstance(item, TokenEvent):
-            self.record.ttft_s = time.perf_counter() - self.start
+        if self.ttft_s is None and isinstance(item, TokenEvent):
+            self.ttft_s = time.perf_counter() - self.start
         idx = self.choice_index(prompt_index, item.index)
         if isinstance(item, Completion):
             if self.echo_only:  # max_tokens 0: the prompt alone was asked for
@@ -55,25 +60,26 @@ class Job:
     def error(self) -> str | None:
         return next((c.error or "generation failed" for c in self.done.values() if c.finish_reason == "error"), None)
 
-    def usage(self) -> dict[str, Any]:
-        r = self.record
-        r.prompt_tokens = sum(len(p) for p in self.prompts)
-        # Samples of one prompt share it: cached tokens count once per prompt (its first sample).
-        r.cached_prompt_tokens = sum(c.num_cached_prompt_tokens for i, c in self.done.items()
-                                     if i % self.params.n == 0)
-        r.completion_tokens = sum(len(c.token_ids) for c in self.done.values())
-        return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-                "total_tokens": r.prompt_tokens + r.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": r.cached_prompt_tokens}}
+    def counts(self) -> tuple[int, int, int]:
+        """(prompt, cached prompt, completion) tokens. Samples of one prompt share it: its cached tokens
+        count once (its first sample's)."""
+        cached = sum(c.num_cached_prompt_tokens for i, c in self.done.items() if i % self.params.n == 0)
+        return sum(len(p) for p in self.prompts), cached, sum(len(c.token_ids) for c in self.done.values())
 
-    def finish(self, log: UsageLog, status: str, http_status: int = 200, error: str | None = None) -> None:
-        self.usage()
-        r = self.record
-        r.status, r.http_status, r.error = status, http_status, error
-        r.latency_s = time.perf_counter() - self.start
-        r.policy_version = self.version
-        r.finish_reasons = [self.done[i].finish_reason or "" for i in sorted(self.done)]
-        log.finish(r, self.content, [self.done[i].text for i in sorted(self.done)])
+    def usage(self) -> dict[str, Any]:
+        prompt, cached, completion = self.counts()
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}
+
+    def message(self, index: int) -> dict[str, Any]:
+        """A chat choice's assistant message (tool calls parsed); the same object every time it is asked for,
+        so that what a call record keeps is what the client got."""
+        if index not in self.messages:
+            content, calls = split_tool_calls(self.done[index].text, self.tools)
+            self.messages[index] = {"role": "assistant", "content": content}
+            if calls:
+                self.messages[index]["tool_calls"] = calls
+        return self.messages[index]
 
     # ---- bodies ---------------------------------------------------------------------------
     def token_text(self, token_id: int) -> str:
@@ -153,11 +159,9 @@ class Job:
         for i in sorted(self.done):
             c = self.done[i]
             if self.kind == "chat":
-                content, calls = split_tool_calls(c.text, self.tools)
-                message: dict[str, Any] = {"role": "assistant", "content": content}
-                if calls:
-                    message["tool_calls"] = calls
-                choice = {"index": i, "message": message, "finish_reason": self.finish_reason(c, calls),
+                message = self.message(i)
+                choice = {"index": i, "message": message,
+                          "finish_reason": self.finish_reason(c, message.get("tool_calls")),
                           "logprobs": self.chat_logprobs(c.token_ids, c.logprobs, c.top_logprobs)}
             else:
                 choice = {"index": i, "text": c.text, "finish_reason": self.finish_reason(c),

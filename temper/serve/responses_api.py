@@ -30,7 +30,8 @@ def _usage(u: dict[str, Any]) -> dict[str, Any]:
             "output_tokens_details": {"reasoning_tokens": 0}}
 
 
-def add_responses_routes(app: FastAPI, server: Any) -> None:
+def add_responses_routes(app: FastAPI, layer: Any) -> None:
+    """The Responses routes of `layer` (an OpenAILayer); its stored responses live with the app."""
     stored: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
 
     def envelope(body: ResponsesRequest, rid: str, status: str, output: list, usage: dict | None,
@@ -87,16 +88,16 @@ def add_responses_routes(app: FastAPI, server: Any) -> None:
             return JSONResponse(error_body(f"input: {exc}", "input"), 400)
         rid = f"resp_{uuid.uuid4().hex[:24]}"
         if not body.stream:
-            job, run, headers = await server.begin(request, chat, "chat")
-            data = await server.answer(job, run, headers)
+            job, run = await layer.begin(request, chat, "chat", "responses")
+            data = await layer.answer(job, run)
             choice = data["choices"][0]
             output = output_items(choice["message"], rid)
             out = envelope(body, rid, "completed", output, _usage(data["usage"]), choice["finish_reason"])
             if body.store:
                 remember(rid, messages, output, out)
-            return JSONResponse(out, headers=headers)
+            return JSONResponse(out, headers=job.headers)
         chat = chat.model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
-        inner = await server.generate(request, chat, "chat")
+        inner = await layer.generate(request, chat, "chat", "responses")
         return EventStream(_events(body, rid, inner, messages), also=inner)
 
     async def _events(body: ResponsesRequest, rid: str, inner: Any, messages: list[dict[str, Any]]) -> Any:

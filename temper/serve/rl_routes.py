@@ -117,7 +117,7 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
             return refuse(400, str(exc), "sampling_params.structured_outputs")
         await server.open.wait()  # paused: new requests wait for /resume
         rid = body.request_id or f"generate-tokens-{uuid.uuid4().hex[:16]}"
-        server.admit("anonymous")  # a 429 (with Retry-After) or 503 goes out through the app's ApiError handler
+        server.check_admission("anonymous")  # a 429 (with Retry-After) or 503, through the ApiError handler
         try:
             run = await variants.submit([body.token_ids], params, rid, "standard")
         except RequestError as exc:

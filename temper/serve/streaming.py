@@ -7,7 +7,7 @@ a `<tool_call>` block reaches the client as `tool_calls`, never as half-written 
 """
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -17,8 +17,10 @@ from starlette.types import Receive, Scope, Send
 from temper.generation import Completion, TokenEvent
 from temper.serve.chat import split_tool_calls
 from temper.serve.responses import Job
-from temper.serve.usage import UsageLog
-from temper.serve.variants import Run
+from temper.serve.runs import Run
+from temper.serve.schemas import error_body
+
+Finish = Callable[[Job, str, int, str | None], None]  # (job, status, HTTP status, error): the layer's bookkeeping
 
 
 class EventStream(StreamingResponse):
@@ -75,7 +77,7 @@ def _safe(text: str, stops: list[str]) -> str:
     return text.rstrip("\ufffd")
 
 
-async def stream_job(job: Job, run: Run, log: UsageLog, include_usage: bool = False) -> AsyncIterator[bytes]:
+async def stream_job(job: Job, run: Run, finish: Finish, include_usage: bool = False) -> AsyncIterator[bytes]:
     tok, chat = job.tokenizer, job.kind == "chat"
     obj = "chat.completion.chunk" if chat else "text_completion"
     samples: dict[int, _Sample] = {}
@@ -118,7 +120,7 @@ async def stream_job(job: Job, run: Run, log: UsageLog, include_usage: bool = Fa
             c: Completion = item
             if c.finish_reason == "error":
                 error = c.error or "generation failed"
-                yield sse({"error": {"message": error, "type": "server_error", "param": None, "code": None}})
+                yield sse(error_body(error, None, "server_error"))
                 status = "error"
                 return
             rest = c.text[len(s.sent):] if c.text.startswith(s.sent) else ""
@@ -138,4 +140,4 @@ async def stream_job(job: Job, run: Run, log: UsageLog, include_usage: bool = Fa
         yield sse("[DONE]")
     finally:
         run.close()
-        job.finish(log, status, 200 if status == "ok" else 499 if status == "aborted" else 500, error)
+        finish(job, status, 200 if status == "ok" else 499 if status == "aborted" else 500, error)

@@ -1,0 +1,84 @@
+"""The episode endpoint's sandbox routes: `POST /exec {"command", "timeout"}` -> {"exit_code", "stdout",
+"stderr"} (bash -c, in /app), `POST /files/read {"path"}` -> {"content"}, `POST /files/write {"path",
+"content"}` -> {"ok": true}. Each action is kept for the episode's record; a sandbox that crashes under
+a call ends the episode's use of it (503 from then on)."""
+
+import json
+import time
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import Field
+
+from temper.agent.episode import ToolRecord
+from temper.envs.sandboxes import call, is_sandbox_crash
+from temper.serve.layer import ApiError
+from temper.serve.schemas import Lenient
+
+
+class ExecRequest(Lenient):
+    command: str = Field(min_length=1)
+    timeout: float = Field(60.0, gt=0, le=600)
+
+
+class FileRequest(Lenient):
+    path: str = Field(min_length=1)
+    content: str | None = None
+
+
+def add_sandbox_routes(app: FastAPI, st: Any) -> None:
+    """`st`: the episode's EpisodeState (its env's sandbox, its actions, its sandbox crash)."""
+
+    @app.post("/exec")
+    async def exec_(body: ExecRequest) -> Any:
+        sb = _sandbox(st)
+        t = time.monotonic()
+        try:
+            r = await call(sb.exec, body.command, timeout=body.timeout)
+        except Exception as exc:
+            raise _failure(st, exc) from None
+        out = {"exit_code": r.exit_code, "stdout": r.stdout.decode(errors="replace"),
+               "stderr": r.stderr.decode(errors="replace")}
+        st.actions.append(ToolRecord("exec", {"command": body.command}, json.dumps(out)[:2000], r.exit_code != 0,
+                                     time.monotonic() - t))
+        return out
+
+    @app.post("/files/read")
+    async def read(body: FileRequest) -> Any:
+        sb = _sandbox(st)
+        try:
+            data = await call(sb.read_file, body.path)
+        except Exception as exc:
+            if is_sandbox_crash(exc):
+                raise _failure(st, exc) from None
+            raise ApiError(404, f"path: cannot read {body.path}: {exc}", "path") from None
+        st.actions.append(ToolRecord("read_file", {"path": body.path}, "", False, 0.0))
+        return {"content": data.decode(errors="replace")}
+
+    @app.post("/files/write")
+    async def write(body: FileRequest) -> Any:
+        sb = _sandbox(st)
+        try:
+            await call(sb.write_file, body.path, body.content or "")
+        except Exception as exc:
+            if is_sandbox_crash(exc):
+                raise _failure(st, exc) from None
+            raise ApiError(400, f"path: cannot write {body.path}: {exc}", "path") from None
+        st.actions.append(ToolRecord("write_file", {"path": body.path}, "", False, 0.0))
+        return {"ok": True}
+
+
+def _sandbox(st: Any) -> Any:
+    sb = getattr(st.env, "sandbox", None)
+    if sb is None:
+        raise ApiError(400, "this task has no sandbox: /exec and /files are for sandboxed (terminal) tasks")
+    if st.sandbox_crash is not None:
+        raise ApiError(503, f"the episode's sandbox crashed: {st.sandbox_crash}", kind="server_error")
+    return sb
+
+
+def _failure(st: Any, exc: BaseException) -> ApiError:
+    if is_sandbox_crash(exc):
+        st.sandbox_crash = exc
+        return ApiError(503, f"the episode's sandbox crashed: {exc}", kind="server_error")
+    return ApiError(400, f"exec failed: {type(exc).__name__}: {exc}")
