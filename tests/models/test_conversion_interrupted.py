@@ -1,12 +1,15 @@
 """A GGUF conversion killed after writing its files but before its completion marker (holding the lock) is
 never loaded: the next command takes the lock over, removes the half folder, converts anew and loads a
-model whose logits equal the original's. TEMPER_HOME is a temporary folder."""
+model whose logits equal the original's; a command waiting on a live converter says so and gives up after
+TEMPER_LOCK_TIMEOUT_S in one line. TEMPER_HOME is a temporary folder."""
 
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
-from interrupt_helpers import env, kill_at_pause, python, run, start
+from interrupt_helpers import env, kill, kill_at_pause, python, run, start
 from tiny_gguf import tiny_vocab, write_tiny_gguf
 
 from temper.firsttime import MARKER
@@ -39,3 +42,24 @@ def test_a_conversion_killed_before_its_marker_is_converted_anew(tiny_llama, tmp
     with torch.no_grad():
         assert torch.allclose(model.logits(ids), load_model(folder).model.logits(ids), atol=1e-6)
 
+
+
+@pytest.mark.timeout(300)
+def test_a_command_waiting_on_a_live_converter_names_it_and_gives_up_in_one_line(tiny_llama, tmp_path):
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf", tiny_llama("llama", vocab_size=len(tiny_vocab())))
+    home = tmp_path / "home"
+    name = f"the converted model {user_gguf_name(gguf)}"
+    holder = start([*python(RESOLVE), str(gguf)], env(TEMPER_HOME=str(home), TEMPER_TEST_PAUSE_AT=name))
+    try:
+        while "temper: paused at" not in (line := holder.stdout.readline()):  # then alive, holding the lock
+            assert line, "the converter exited"
+        temper = str(Path(sys.executable).with_name("temper"))
+        waiter = run([temper, "generate", "--model", str(gguf), "--prompt", "hi"],
+                     env(TEMPER_HOME=str(home), TEMPER_LOCK_TIMEOUT_S="3", COLUMNS="500"), timeout=200)
+    finally:
+        kill(holder)
+    lines = waiter.stdout.strip().splitlines()
+    assert waiter.returncode == 1 and "Traceback" not in waiter.stdout, waiter.stdout
+    assert any(f"waiting for {name}" in line and f"held by pid {holder.pid} on" in line for line in lines), lines
+    assert re.fullmatch(rf"error: {name}: gave up after 3 s waiting for \S+\.lock, held by pid {holder.pid} on "
+                        r".*\(TEMPER_LOCK_TIMEOUT_S sets the wait; `temper doctor` reports it\)", lines[-1]), lines
