@@ -69,7 +69,8 @@ class Owner:
         """False only when sure: on another host it cannot be told, so it counts as alive."""
         if self.host != socket.gethostname():
             return True
-        return _boot_ticks(self.pid) is not None and _boot_ticks(self.pid) == self.ticks
+        ticks = _boot_ticks(self.pid)
+        return ticks is not None and ticks == self.ticks
 
     def __str__(self) -> str:
         return (f"pid {self.pid} on {self.host}, since {time.strftime('%H:%M:%S', time.localtime(self.since))}"
@@ -225,6 +226,7 @@ def build_once(folder: Path, what: str, build: Callable[[Path], None], stamp: st
                      "stale" if (folder / MARKER).exists() else "no completion marker: an interrupted build")
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{folder.name}-", dir=folder.parent))
         try:
+            tmp.chmod(0o755)  # mkdtemp's 0700 guards a shared /tmp; this is a cache others may read
             build(tmp)
             pause_point(what)
             if marker:

@@ -46,11 +46,16 @@ def _built_folders(parent: Path, names: list[Path], artefact: str) -> list[Row]:
         elif firsttime.is_held(lock):
             rows.append(Row(artefact, "building", folder, _lock_note(lock)))
         else:
-            rows.append(Row(artefact, "incomplete", folder, "no completion marker: rebuilt on next use",
+            why = "no completion marker (an interrupted or older build): rebuilt on next use"
+            rows.append(Row(artefact, "incomplete", folder, why,
                             [(f"removed {folder}", lambda f=folder: firsttime.remove(f))]))
-    for path in firsttime.interrupted_builds(parent):
+    left = firsttime.interrupted_builds(parent)
+    for path in left:
         rows.append(Row(artefact, "leftover", path, "an interrupted build's temporary folder",
                         [(f"removed {path}", lambda p=path: firsttime.remove(p))]))
+    for path in sorted(set(parent.glob(".tmp-*")) - set(left)) if not rows else []:  # a first build, running
+        lock = parent / (path.name.split("-", 1)[1].rsplit("-", 1)[0] + ".lock")
+        rows.append(Row(artefact, "building", path, _lock_note(lock)))
     return rows
 
 
