@@ -184,3 +184,27 @@ def test_a_bad_override_is_one_line_and_exit_2(tmp_path) -> None:
     assert r.stderr.strip().splitlines() == [
         "config error: --set: algorithm.optim.lr: Input should be a valid number, unable to parse string as a number "
         "(got 'fast')"]
+
+
+def test_no_section_is_built_with_values_of_its_parent() -> None:
+    """A parent's default for a child section is the child's own defaults: pydantic rebuilds the child from its
+    class as soon as one of its fields is given, so any value a parent put there would silently vanish."""
+    from temper.cli.generate import GenerateConfig
+    from temper.envqa.config import EnvQAConfig
+    from temper.sandbox.config import SandboxConfig
+
+    seen: set[type] = set()
+    todo: list[type[BaseModel]] = [*CONFIG_CLASSES.values(), EnvQAConfig, GenerateConfig, SandboxConfig]
+    bad = []
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        for name, field in cls.model_fields.items():
+            default = field.get_default(call_default_factory=True)
+            if isinstance(default, BaseModel):
+                todo.append(type(default))
+                if default != type(default)():
+                    bad.append(f"{cls.__name__}.{name}")
+    assert len(seen) > 20 and not bad, bad
