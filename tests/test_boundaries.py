@@ -196,3 +196,82 @@ def test_the_external_agent_endpoint_loads_without_the_engine() -> None:
     mods = _modules_after_import("temper.external.external_episode")
     assert "temper.external.external_episode" in mods
     assert not {m for m in mods if m.startswith(("temper.engine", "temper.models", "temper.serve.variants"))}
+
+
+def test_no_package_import_cycle() -> None:
+    """Packages of temper/ form no import cycle: none at import time (module level, TYPE_CHECKING aside),
+    and none at all once the one run-time dispatch upward is set aside (agent.runner hands external episodes
+    to temper.external inside a function). Self-contained: its own scan, not the table's."""
+    dispatch = {("agent", "external")}
+
+    def imports(path: Path, import_time: bool) -> set[str]:
+        tree = ast.parse(path.read_text(), str(path))
+        nodes: list[ast.AST] = []
+        if import_time:
+            todo = list(tree.body)
+            while todo:
+                node = todo.pop()
+                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                    continue
+                if isinstance(node, ast.If | ast.Try):
+                    todo += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                             *(s for h in getattr(node, "handlers", []) for s in h.body)]
+                nodes.append(node)
+        else:
+            nodes = list(ast.walk(tree))
+        names = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        names |= {f"temper.{a.name}" for n in nodes if isinstance(n, ast.ImportFrom) and n.module == "temper"
+                  for a in n.names}
+        return {n.split(".")[1] for n in names if n.startswith("temper.")}
+
+    def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+        done: set[str] = set()
+
+        def visit(pkg: str, path: tuple[str, ...]) -> list[str] | None:
+            if pkg in path:
+                return [*path, pkg]
+            if pkg not in done:
+                for imported in sorted(graph[pkg]):
+                    if (found := visit(imported, (*path, pkg))) is not None:
+                        return found
+                done.add(pkg)
+            return None
+
+        return next((c for pkg in sorted(graph) if (c := visit(pkg, ())) is not None), None)
+
+    packages = {p.name for p in TEMPER.iterdir() if (p / "__init__.py").exists()}
+    for import_time in (True, False):
+        graph: dict[str, set[str]] = {p: set() for p in packages}
+        for pkg in packages:
+            for path in (TEMPER / pkg).rglob("*.py"):
+                if "tasks" not in path.relative_to(TEMPER).parts:
+                    graph[pkg] |= {m for m in imports(path, import_time) & packages
+                                   if m != pkg and (import_time or (pkg, m) not in dispatch)}
+        found = cycle(graph)
+        assert found is None, (f"import cycle {'at import time' if import_time else '(function-level imports too)'}"
+                               f": {' -> '.join(found or [])}")
+
+
+def test_external_builds_no_openai_envelope() -> None:
+    """temper/external is serve's route layer over the run's client: the chat.completion, text_completion
+    and response objects, error bodies and SSE chunks all come from temper.serve, none is built here."""
+    shapes = {"chat.completion", "chat.completion.chunk", "text_completion", "response", "model", "list", "[DONE]"}
+    keys = {"object", "choices", "delta", "finish_reason", "output_text"}
+    makers = {"JSONResponse", "StreamingResponse", "EventStream", "error_body", "sse", "stream_job"}
+    offenders = []
+    for path in sorted((TEMPER / "external").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    node.value in shapes or node.value.startswith(("data: ", "event: "))):
+                offenders.append(f"{where}: the string {node.value!r}")
+            elif isinstance(node, ast.Dict) and ({k.value for k in node.keys if isinstance(k, ast.Constant)} & keys
+                                                 or any(isinstance(k, ast.Constant) and k.value == "error"
+                                                        and isinstance(v, ast.Dict)
+                                                        for k, v in zip(node.keys, node.values, strict=True))):
+                offenders.append(f"{where}: a dict shaped like an OpenAI body (or an error body)")
+            elif isinstance(node, ast.Name | ast.alias) and (getattr(node, "id", None) or
+                                                             getattr(node, "name", None)) in makers:
+                offenders.append(f"{where}: {getattr(node, 'id', None) or node.name}")
+    assert not offenders, "\n".join(offenders)
