@@ -12,8 +12,8 @@ __all__ = ["ServeConfig"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: the pure request modules (schemas, chat, constraints, responses_items) must import without
-    # the engine, for the external-agent endpoint (temper.external).
+    # Lazy: the route layer (layer, routes, runs, responses, streaming, schemas, chat, constraints) must
+    # import without the engine: the external-agent endpoint (temper.external) is that layer too.
     if name == "ServeConfig":
         from temper.serve.config import ServeConfig
 
