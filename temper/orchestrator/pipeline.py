@@ -35,6 +35,7 @@ from temper.trajectory import FailureKind, Trajectory
 class Group:
     id: str
     trajectories: list[Trajectory]
+    ordinal: int = -1  # the run's group counter when it started (-1: from the store, a resumed run's backlog)
 
     def staleness(self, version: int) -> int:
         vs = [t.min_version() for t in self.trajectories if t.trainable and t.min_version() >= 0]
@@ -136,7 +137,7 @@ class Pipeline:
                 self.error = self.error or exc
                 self.changed.notify_all()
             return
-        group = Group(gid, [self._one(r, task.id, gid, k) for k, r in enumerate(results)])
+        group = Group(gid, [self._one(r, task.id, gid, k) for k, r in enumerate(results)], n)
         status = await self._classify(sched, group, results)
         await self._commit(sched, group, status, [r.attempts for r in results])
 
@@ -228,6 +229,9 @@ class Pipeline:
             self.changed.notify_all()
         if stale:
             await asyncio.to_thread(self.store.mark_stale, stale)
+        # in the order the groups started, not the order they finished: the trainer's sums over the batch round
+        # alike whatever the timing (Adam turns a gradient that is rounding noise into a full step either way)
+        taken.sort(key=lambda g: g.ordinal)
         replayed = self.replay.draw(n_replay) if self.replay is not None else []
         st = [g.staleness(self.version) for g in taken]  # fresh data only: replay is off-policy by design
         return Batch(taken, replayed, st, time.monotonic() - start)

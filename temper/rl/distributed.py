@@ -78,3 +78,28 @@ def all_reduce_max(value: int) -> int:
 def full_tensor(t: torch.Tensor) -> torch.Tensor:
     """A DTensor (FSDP2 parameter, gradient norm) as a plain tensor; a plain tensor as itself."""
     return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def clip_grad_norm_(params: list[nn.Parameter], max_norm: float) -> float:
+    """torch.nn.utils.clip_grad_norm_ (2-norm, the same clip coefficient), with a total norm that one process and
+    any number of FSDP2 ranks agree on bit for bit: the squares are summed in float64 (each is exact there),
+    rank-local over its shards then over ranks, and the root rounded to float32 once. torch's total sums float32
+    norms per shard and per tensor, so its rounding follows the sharding; a 1-ulp different clip coefficient was
+    enough for the same batch to train different weights after a few Adam steps (Adam's first steps move a
+    gradient of pure rounding noise by a full learning rate)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    local = []
+    for g in grads:
+        if hasattr(g, "to_local"):
+            if not all(pl.is_shard() for pl in g.placements):
+                raise NotImplementedError(f"gradient placements {g.placements}: only sharded ones are summed once")
+            g = g.to_local()
+        local.append(g)
+    squares = torch.zeros((), dtype=torch.float64)
+    for g in local:
+        squares += g.detach().double().square().sum().cpu()
+    total = all_reduce_sum(squares).sqrt().float()
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in local:
+        g.detach().mul_(coef.to(g.device))
+    return float(total)

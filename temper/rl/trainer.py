@@ -189,7 +189,7 @@ class Trainer:
             sums.forwarded += 0 if mb.filler else mb.num_tokens
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         max_norm = self.cfg.optim.grad_clip if self.cfg.optim.grad_clip is not None else float("inf")
-        sums.grad_norm += float(dist.full_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm)))
+        sums.grad_norm += dist.clip_grad_norm_(params, max_norm)
         sums.updates += 1
         self.optimizer.step()
         self.lr_scheduler.step()
