@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "dashboard.md").read_text(), re.S)
 

@@ -16,6 +16,8 @@ from evals_helpers import make_envqa_report, make_grid_eval
 from temper.dashboard.folders import discover
 from temper.evals.compare import compare_runs
 
+pytestmark = pytest.mark.e2e
+
 
 def key_of(root: Path, folder: Path) -> str:
     return next(f.key for f in discover([root]) if f.path == folder)

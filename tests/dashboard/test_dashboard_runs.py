@@ -18,7 +18,7 @@ import yaml
 from temper.dashboard.folders import discover
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def _key(root: Path, run: Path) -> str:

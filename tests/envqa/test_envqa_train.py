@@ -13,6 +13,8 @@ from temper.envs import parse_spec
 from temper.generation.completion import Completion
 from temper.generation.sampling_params import SamplingParams
 
+pytestmark = pytest.mark.e2e
+
 SPEC = "toy:n=6,seed=0,digits=10"
 
 

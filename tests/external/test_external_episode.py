@@ -9,12 +9,14 @@ import os
 import signal
 import time
 
+import pytest
 from external_helpers import task_folder
-
 from temper.agent.config import AgentConfig
 from temper.agent.runner import run_episode
 from temper.envs import parse_spec
 from temper.trajectory import FailureKind
+
+pytestmark = pytest.mark.e2e
 
 CLIENT = """
 import json, os, sys

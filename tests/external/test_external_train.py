@@ -8,6 +8,8 @@ import pytest
 from external_helpers import task_folder
 from safetensors.torch import load_file
 
+pytestmark = pytest.mark.e2e
+
 AGENT = """
 import os, httpx, openai
 client = openai.OpenAI(max_retries=0)

@@ -25,6 +25,8 @@ from temper.rl.trainer_group import RankGroup
 from temper.runtime import apply_runtime
 from temper.trajectory import Trajectory
 
+pytestmark = pytest.mark.e2e
+
 # synchronous (staleness 0), no refills, no evaluation: both runs train on the same rollouts
 SYNC = {"group_size": 8, "batch_groups": 2, "max_staleness": 0, "concurrency": 16, "max_refills": 0}
 NO_EVAL = {"suite": None, "before": False, "after": False}

@@ -5,7 +5,10 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from orch_helpers import metrics, run_tiny
+
+pytestmark = pytest.mark.e2e
 
 
 def learned(summary: dict) -> bool:

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from orch_helpers import metrics, run_tiny
 
+pytestmark = pytest.mark.e2e
+
 ray = pytest.importorskip("ray")
 
 

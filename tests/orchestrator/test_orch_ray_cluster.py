@@ -25,7 +25,7 @@ from orch_helpers import metrics, run_tiny, tiny_config
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 BIN = Path(sys.executable).parent
 # Fast node-death detection (defaults take ~30 s): the head's GCS health-checks raylets every 0.5 s.
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_health_check_period_ms": "500",

@@ -11,8 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from orch_helpers import snapshot, tiny_config
+
+pytestmark = pytest.mark.e2e
 
 STEPS, GROUPS = 24, 4
 

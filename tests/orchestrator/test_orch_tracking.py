@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from orch_helpers import metrics, run_tiny
 
+pytestmark = pytest.mark.e2e
+
 STEPS = 4
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.e2e
+
 WORKER = Path(__file__).with_name("fsdp_worker.py")
 
 

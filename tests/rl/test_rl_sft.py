@@ -68,6 +68,7 @@ def test_assistant_mask_covers_exactly_the_assistant_turns(smollm2_tokenizer):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # a `temper sft` training run
 def test_documented_sft_example_runs(tmp_path):
     """The exact command of docs/rl.md, with the run folder in a temporary directory."""
     doc = (ROOT / "docs" / "rl.md").read_text()

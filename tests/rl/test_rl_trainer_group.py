@@ -14,6 +14,8 @@ from temper.models.toy import toy_tokenizer
 from temper.rl import RLConfig, SFTConfig, Trainer
 from temper.rl.trainer_group import TrainerGroup
 
+pytestmark = pytest.mark.e2e
+
 
 def _cfg() -> RLConfig:
     cfg = RLConfig()

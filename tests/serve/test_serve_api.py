@@ -12,6 +12,8 @@ from temper.engine import EngineConfig, LLMEngine
 from temper.generation import SamplingParams
 from temper.models import load_model
 
+pytestmark = pytest.mark.e2e
+
 LONG = ("The quick brown fox jumps over the lazy dog while the cat watches from the garden wall. " * 8).strip()
 
 

@@ -12,6 +12,8 @@ import httpx
 import pytest
 from serve_helpers import free_port
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "serve.md"
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.S)

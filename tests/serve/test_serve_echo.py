@@ -8,6 +8,8 @@ import torch
 
 from temper.models import load_model
 
+pytestmark = pytest.mark.e2e
+
 PROMPT = [1, 504, 2113, 314, 260, 3529, 30, 1023]
 
 

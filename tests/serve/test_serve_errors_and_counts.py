@@ -9,6 +9,8 @@ import openai
 import pytest
 from serve_helpers import metric
 
+pytestmark = pytest.mark.e2e
+
 
 def test_a_stream_has_a_usage_chunk_only_when_asked(live):
     client = live.client()

@@ -5,7 +5,7 @@ import httpx
 import pytest
 from serve_helpers import metric
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.e2e]
 
 
 def test_inspect_ai_evaluates_inline_samples_through_the_responses_api(live, tmp_path, monkeypatch):

@@ -11,6 +11,8 @@ from serve_helpers import LiveServer, metric, serve_config
 
 from temper.generation import RequestError
 
+pytestmark = pytest.mark.e2e
+
 
 def _wait(cond, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout

@@ -11,7 +11,7 @@ import torch
 
 from temper.models import Tokenizer, load_model
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.e2e]
 
 MC = [{"question": "Is the sky blue", "choices": ["yes", "no"], "answer": 0},
       {"question": "Two plus two", "choices": ["four", "five", "six"], "answer": 0},

@@ -9,7 +9,10 @@ import time
 
 import httpx
 import openai
+import pytest
 from serve_helpers import LiveServer, metric, serve_config
+
+pytestmark = pytest.mark.e2e
 
 CLIENTS = 32
 SECONDS = float(os.environ.get("TEMPER_SERVE_LOAD_SECONDS", "20"))

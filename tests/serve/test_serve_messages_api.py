@@ -2,6 +2,9 @@
 text with a system prompt, streaming events, tool use and tool results."""
 
 import anthropic
+import pytest
+
+pytestmark = pytest.mark.e2e
 
 TOOLS = [{"name": "now", "description": "The current time.", "input_schema": {"type": "object", "properties": {}}}]
 

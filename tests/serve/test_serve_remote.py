@@ -11,6 +11,8 @@ from temper.generation import GenerationClient, RequestError, SamplingParams
 from temper.generation.remote_client import RemoteClient
 from temper.models import load_model
 
+pytestmark = pytest.mark.e2e
+
 PROMPT = [1, 504, 2113, 314, 260, 3529, 30]
 
 

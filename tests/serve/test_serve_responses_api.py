@@ -8,6 +8,8 @@ import httpx
 import openai
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 TOOLS = [{"type": "function", "name": "now", "description": "The current time.",
           "parameters": {"type": "object", "properties": {}}}]
 

@@ -14,6 +14,8 @@ from temper.generation import SamplingParams
 from temper.models import Tokenizer
 from temper.rollout_servers.vllm_client import VllmClient
 
+pytestmark = pytest.mark.e2e
+
 PROMPT = [1, 504, 2113, 314, 260, 3529, 30]
 
 

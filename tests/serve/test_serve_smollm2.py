@@ -5,6 +5,8 @@ import httpx
 import pytest
 from serve_helpers import LiveServer, metric, serve_config
 
+pytestmark = pytest.mark.e2e
+
 PROMPTS = [
     "Repeat this sentence exactly: The mitochondria is the powerhouse of the cell, and it makes ATP for the body.",
     "Fix the spelling in this line and write it out again: 'The quick brown fox jumpd over the lazzy dog.'",

@@ -13,6 +13,8 @@ import openai
 import pytest
 from serve_helpers import LiveServer, serve_config
 
+pytestmark = pytest.mark.e2e
+
 SMALL = {"type": "object", "additionalProperties": False, "required": ["ok", "n", "color"],
          "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0, "maximum": 9},
                         "color": {"enum": ["red", "green", "blue"]}}}

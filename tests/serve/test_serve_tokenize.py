@@ -2,8 +2,11 @@
 /v1/chat/completions renders them), /detokenize, /tokenizer_info."""
 
 import httpx
+import pytest
 
 from temper.models import Tokenizer
+
+pytestmark = pytest.mark.e2e
 
 
 def test_tokenize_a_text_prompt_as_completions_encode_it(live, tiny_model_dir):

@@ -3,6 +3,10 @@ against a tiny scripted model that answers with a tool call (through the openai 
 
 import json
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 TOOLS = [{"type": "function", "function": {"name": "now", "description": "The current time.",
                                            "parameters": {"type": "object", "properties": {}}}}]
 

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from temper.cli.main import app
 
+pytestmark = pytest.mark.e2e
+
 LONGCTX = "longctx:task=niah,length=100,n=3,haystack=generated"
 
 

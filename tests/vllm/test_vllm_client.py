@@ -19,7 +19,7 @@ from temper.rollout_servers.vllm_client import VllmClient
 from temper.rollout_servers.vllm_config import VllmConfig
 from temper.rollout_servers.vllm_server import VllmServer, VllmServerError, core_shares, free_port, probe
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.e2e]
 PROMPT = [3, 7, 4, 8, 9, 2, 5]  # <|system|> say <|user|> 1 2 <|end|> <|assistant|>
 
 

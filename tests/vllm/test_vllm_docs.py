@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "rollout_servers.md"
 BLOCKS = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)

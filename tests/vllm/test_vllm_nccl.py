@@ -20,7 +20,7 @@ from temper.rollout_servers.vllm_config import VllmConfig
 from temper.rollout_servers.vllm_nccl_sync import vllm_importable
 from temper.rollout_servers.vllm_server import server_command
 
-pytestmark = [pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.e2e]
 DOC = REPO / "docs" / "rollout_servers.md"
 
 # Runs in vLLM's interpreter: temper's source against vLLM's trainer engine and its CLI parser.

@@ -20,7 +20,7 @@ from temper.orchestrator.run_dir import RunDir
 from temper.orchestrator.store import Store
 from temper.orchestrator.train import train
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.e2e]
 
 
 def rows(run: Path) -> list[dict]:
