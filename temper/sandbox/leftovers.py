@@ -39,9 +39,11 @@ def find(state: Path, unrecorded: bool = True) -> list[Leftover]:
     found: list[Leftover] = []
     for sub, what in (("views", "idmapped view"), ("sb", "sandbox folder")):
         folder = state / sub
-        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-            if not path.is_dir() or path.name.endswith(".owner"):
-                continue
+        entries = list(folder.iterdir()) if folder.is_dir() else []
+        # its folders, and the records of any never made (killed between the record and the mkdir)
+        targets = {p for p in entries if p.is_dir()} | {p.with_name(p.name[1:-6]) for p in entries
+                                                         if p.name.startswith(".") and p.name.endswith(".owner")}
+        for path in sorted(targets):
             gone, owner = firsttime.stale(path)
             if gone and (owner is not None or unrecorded):
                 found.append(Leftover(path, what, owner))
