@@ -1,20 +1,45 @@
-"""A policy to run episodes with: a generation client (an in-process engine, or an OpenAI-compatible
-server), its tokenizer and, when the suites need one, a warm sandbox pool with the mounts episodes
-need. Rollout workers (every backend), `temper eval` and `temper envqa` open theirs here.
+"""What running episodes takes, and running one. `EpisodeRunner`: a generation client (an in-process
+engine, or an OpenAI-compatible server), its tokenizer and, when the suites need one, a warm sandbox
+pool with the mounts episodes need; rollout workers (every backend), `temper eval` and `temper envqa`
+open theirs with `open_runner`. `run_episode`: one episode, by temper's agent loop or by the user's own
+program (`agent.kind: external`), the one entry point they all call.
 
-    policy = open_policy("smollm2-135m", EngineConfig(), needs_sandbox=True)
-    result = await run_episode(policy.client, policy.tokenizer, suite, task, policy.sandboxes, config)
-    policy.close()
+    runner = open_runner("smollm2-135m", EngineConfig(), needs_sandbox=True)
+    result = await run_episode(runner.client, runner.tokenizer, suite, task, runner.sandboxes, config)
+    runner.close()
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from temper.agent.config import AgentConfig
+from temper.agent.episode import EpisodeResult
+from temper.agent.runner import run_builtin_episode
+from temper.envs.env import Environment
+from temper.envs.suite import Suite
+from temper.envs.task import Task
 from temper.generation import ChatTokenizer, GenerationClient, RemoteClient, RemoteGenerationConfig, default_served_name
 
 
+async def run_episode(client: GenerationClient, tokenizer: ChatTokenizer, suite: Suite, task: Task, sandboxes: Any,
+                      config: AgentConfig, seed: int | None = None, *, group_id: str | None = None,
+                      episode_id: str | None = None,
+                      wrap_env: Callable[[Environment], Environment] | None = None) -> EpisodeResult:
+    """One episode of `task` under `config`: temper's agent loop, or the external program `config` names.
+    Failures are in the result (`result.failure`), never raised; `wrap_env` wraps the environment."""
+    if config.kind == "external":
+        from temper.external.external_episode import run_external_episode  # serve's route layer: loaded on use
+
+        run = run_external_episode
+    else:
+        run = run_builtin_episode
+    return await run(client, tokenizer, suite, task, sandboxes, config, seed, group_id=group_id, episode_id=episode_id,
+                     wrap_env=wrap_env)
+
+
 @dataclass
-class Policy:
+class EpisodeRunner:
     client: GenerationClient
     tokenizer: ChatTokenizer
     sandboxes: Any = None  # a temper.sandbox.SandboxPool with the episode mounts, or None: fresh sandboxes
@@ -30,9 +55,9 @@ class Policy:
         self.engine = self.sandboxes = None
 
 
-def open_policy(model: Any, engine: Any = None, remote: RemoteGenerationConfig | None = None, *,
+def open_runner(model: Any, engine: Any = None, remote: RemoteGenerationConfig | None = None, *,
                 tokenizer: ChatTokenizer | None = None, name: str | None = None, needs_sandbox: bool = False,
-                sandbox: Any = None, pool_size: int = 8, device: str = "auto") -> Policy:
+                sandbox: Any = None, pool_size: int = 8, device: str = "auto") -> EpisodeRunner:
     """`model` (a name or folder, loaded on `device`, a `runtime.device` value; or a model object, with its
     `tokenizer`, whose engine runs where its parameters are) on an in-process engine
     under `engine` (a temper.engine.EngineConfig; None: its defaults), or, with `remote`, generating
@@ -45,7 +70,7 @@ def open_policy(model: Any, engine: Any = None, remote: RemoteGenerationConfig |
         served = remote.model or default_served_name(model)
         client: Any = RemoteClient(remote.url, served, remote.api_key, tok, remote.timeout_s,
                                    weights_dir=remote.weights_dir)
-        policy = Policy(client, tok, name=name or f"{served} @ {remote.url}")
+        policy = EpisodeRunner(client, tok, name=name or f"{served} @ {remote.url}")
     else:
         from temper.engine import AsyncEngine, LLMEngine
 
@@ -57,8 +82,8 @@ def open_policy(model: Any, engine: Any = None, remote: RemoteGenerationConfig |
             model, tokenizer, name = loaded.model, loaded.tokenizer, name or model
         llm = LLMEngine(model, tokenizer, engine)
         client = AsyncEngine(llm)
-        policy = Policy(client, tokenizer, max_model_len=llm.max_model_len, kv_bytes_per_token=llm.kv_bytes_per_token,
-                        name=name or "in-memory model", engine=client)
+        policy = EpisodeRunner(client, tokenizer, max_model_len=llm.max_model_len,
+                               kv_bytes_per_token=llm.kv_bytes_per_token, name=name or "in-memory model", engine=client)
     if needs_sandbox:
         from temper.envs.sandboxes import make_pool
 

@@ -110,7 +110,8 @@ def test_every_repository_path_named_exists(path: Path) -> None:
 
 
 def test_the_extractor_finds_paths_in_each_kind_of_text(tmp_path: Path) -> None:
-    assert ("temper/policy.py", ROOT / "temper/policy.py") in _markdown_paths(ROOT / "docs" / "architecture.md")
+    runner = "temper/episode_runner.py"
+    assert (runner, ROOT / runner) in _markdown_paths(ROOT / "docs" / "architecture.md")
     assert any(w == "../benchmarks/results/async_bench/latest.png" for w, _ in named_paths(ROOT / "docs" / "train.md"))
     assert any(w.startswith("docs/agents.md") for w, _ in named_paths(ROOT / "temper" / "external" / "__init__.py"))
     assert [str(p) for _, p in named_paths(ROOT / "README.md")]  # the README names paths at all

@@ -1,5 +1,6 @@
-"""`run_episode`: one episode of a task, start to end. Training's rollout workers, `temper eval`
-and env QA's policy check all run theirs through it, so an episode means the same everywhere."""
+"""`run_builtin_episode`: one episode of a task run by temper's own agent loop, start to end; and the
+sampling seed of each sample. `temper.episode_runner.run_episode` dispatches every episode (this one, or a
+user's external program) so that training, `temper eval` and env QA mean the same thing by an episode."""
 
 import hashlib
 from collections.abc import Callable
@@ -14,18 +15,13 @@ from temper.envs.task import Task
 from temper.generation.protocol import ChatTokenizer, GenerationClient
 
 
-async def run_episode(client: GenerationClient, tokenizer: ChatTokenizer, suite: Suite, task: Task, sandboxes: Any,
-                      config: AgentConfig, seed: int | None = None, *, group_id: str | None = None,
-                      episode_id: str | None = None,
-                      wrap_env: Callable[[Environment], Environment] | None = None) -> EpisodeResult:
+async def run_builtin_episode(client: GenerationClient, tokenizer: ChatTokenizer, suite: Suite, task: Task,
+                              sandboxes: Any, config: AgentConfig, seed: int | None = None, *,
+                              group_id: str | None = None, episode_id: str | None = None,
+                              wrap_env: Callable[[Environment], Environment] | None = None) -> EpisodeResult:
     """The suite's environment for `task` (sandboxes from `sandboxes`: a pool, or None for fresh
     ones), run by the agent loop under `config` and the task's own limits. Failures are in the
     result (`result.failure`), never raised. `wrap_env` wraps the environment (fault injection)."""
-    if config.kind == "external":  # the user's own program (temper.external: above this layer, by design)
-        from temper.external.external_episode import run_external_episode
-
-        return await run_external_episode(client, tokenizer, suite, task, sandboxes, config, seed, group_id=group_id,
-                                          episode_id=episode_id, wrap_env=wrap_env)
     env = suite.make_env(task, sandboxes)
     if wrap_env is not None:
         env = wrap_env(env)

@@ -30,8 +30,8 @@ from temper.envqa.report import write_report
 from temper.envqa.textchecks import duplicates, eval_index, text_checks
 from temper.envqa.verdicts import BAD, assemble
 from temper.envs.sandboxes import make_pool
+from temper.episode_runner import open_runner
 from temper.errors import TemperError
-from temper.policy import open_policy
 from temper.sandbox import Limits, SandboxConfig
 
 log = logging.getLogger("temper.envqa")
@@ -103,7 +103,7 @@ async def run_envqa(cfg: EnvQAConfig, client: Any = None, tokenizer: Any = None,
     pending = [e for e in entries if e.key not in done]
     owned = None
     if cfg.policy and client is None and any(e.task is not None for e in pending):
-        owned = open_policy(cfg.model)
+        owned = open_runner(cfg.model)
         client, tokenizer = owned.client, owned.tokenizer
     pool = _pool(entries, cfg, out) if suite.needs_sandbox and pending else None
     # Each task holds one pool sandbox at a time (k while sampling): never more than the pool may keep alive.

@@ -1,5 +1,5 @@
 """The model as a solver: each item is one `run_episode` through the policy's generation client
-(an in-process engine, or an OpenAI-compatible server; temper.policy), metered per item."""
+(an in-process engine, or an OpenAI-compatible server; temper.episode_runner), metered per item."""
 
 import logging
 import time
@@ -7,14 +7,14 @@ from typing import Any
 
 from temper.agent.config import AgentConfig
 from temper.agent.episode import tool_call_counts
-from temper.agent.runner import run_episode, sample_seed
+from temper.agent.runner import sample_seed
 from temper.envs.suite import Suite
 from temper.envs.task import Task
+from temper.episode_runner import EpisodeRunner, open_runner, run_episode
 from temper.evals.config import EvalConfig
 from temper.evals.metering import MeteredClient
 from temper.evals.solvers import Outcome
 from temper.generation import RemoteGenerationConfig
-from temper.policy import Policy, open_policy
 
 log = logging.getLogger("temper.eval")
 
@@ -22,7 +22,7 @@ log = logging.getLogger("temper.eval")
 class ModelSolver:
     name = "model"
 
-    def __init__(self, policy: Policy, cfg: EvalConfig, model_name: str | None = None) -> None:
+    def __init__(self, policy: EpisodeRunner, cfg: EvalConfig, model_name: str | None = None) -> None:
         self.policy, self.cfg = policy, cfg
         self.model_name = model_name or policy.name or cfg.model  # what summary.json names as the model
 
@@ -32,9 +32,9 @@ class ModelSolver:
         the tokenizer of `cfg.model` stays local, token ids in and out)."""
         if cfg.endpoint:
             remote = RemoteGenerationConfig(url=cfg.endpoint, model=cfg.endpoint_model)
-            return cls(open_policy(cfg.model, remote=remote), cfg)
+            return cls(open_runner(cfg.model, remote=remote), cfg)
         start = time.perf_counter()
-        policy = open_policy(cfg.model, cfg.engine, device=cfg.runtime.device)
+        policy = open_runner(cfg.model, cfg.engine, device=cfg.runtime.device)
         log.info("loaded %s in %.1f s", cfg.model, time.perf_counter() - start)
         return cls(policy, cfg)
 
@@ -42,7 +42,7 @@ class ModelSolver:
     def from_model(cls, model: Any, tokenizer: Any, cfg: EvalConfig,
                    model_name: str = "in-memory model") -> "ModelSolver":
         """An in-process engine on a model object (e.g. the policy being trained)."""
-        return cls(open_policy(model, cfg.engine, tokenizer=tokenizer, name=model_name), cfg)
+        return cls(open_runner(model, cfg.engine, tokenizer=tokenizer, name=model_name), cfg)
 
     def agent(self) -> AgentConfig:
         """The eval's agent within the engine's context length."""

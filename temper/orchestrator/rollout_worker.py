@@ -1,4 +1,4 @@
-"""A rollout worker: one policy (temper.policy: engine or server, tokenizer, sandbox pool), the
+"""A rollout worker: one policy (temper.episode_runner: engine or server, tokenizer, sandbox pool), the
 suites' tasks, and `run_episode` for each episode it is asked for.
 
 It runs single episodes (the pipeline asks for a group's n episodes, retries and quarantine
@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from temper.agent import AgentConfig, run_episode
+from temper.agent import AgentConfig
 from temper.envs import Suite, Task, parse_spec
+from temper.episode_runner import EpisodeRunner, open_runner, run_episode
 from temper.generation import Completion, SamplingParams
 from temper.orchestrator.backends.protocol import Attempt
 from temper.orchestrator.config import FaultConfig
 from temper.orchestrator.faults import FaultInjector
-from temper.policy import Policy, open_policy
 
 
 class GatedClient:
@@ -90,7 +90,7 @@ class WorkerSpec:
 
 
 class RolloutWorker:
-    def __init__(self, policy: Policy, suites: list[Suite], spec: WorkerSpec):
+    def __init__(self, policy: EpisodeRunner, suites: list[Suite], spec: WorkerSpec):
         self.policy, self.client = policy, GatedClient(policy.client, spec.partial_rollouts)
         self.tokenizer, self.sandboxes = policy.tokenizer, policy.sandboxes
         self.suites, self.spec = suites, spec
@@ -105,7 +105,7 @@ class RolloutWorker:
         `device` (runtime.device), with a sandbox pool on `sandbox` (a SandboxConfig) when a suite needs
         one. Close `worker.policy`."""
         suites = [parse_spec(s) for s in suite_specs]
-        policy = open_policy(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites), sandbox=sandbox,
+        policy = open_runner(model, engine_cfg, needs_sandbox=any(s.needs_sandbox for s in suites), sandbox=sandbox,
                              device=device)
         return cls(policy, suites, spec)
 

@@ -3,8 +3,9 @@ answer retries, fallbacks and infrastructure failures."""
 
 import asyncio
 
-from temper.agent import AgentConfig, AgentLoop, run_episode
+from temper.agent import AgentConfig, AgentLoop
 from temper.envs import parse_spec
+from temper.episode_runner import run_episode
 from temper.trajectory import FailureKind
 
 TERMINAL_TURNS = [

@@ -11,9 +11,10 @@ import time
 
 import pytest
 from external_helpers import task_folder
+
 from temper.agent.config import AgentConfig
-from temper.agent.runner import run_episode
 from temper.envs import parse_spec
+from temper.episode_runner import run_episode
 from temper.trajectory import FailureKind
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from temper.rl.config import RLConfig
 
 def test_the_trainer_has_no_temperature_of_its_own():
     assert "temperature" not in RLConfig.model_fields
-    with pytest.raises(ValueError, match="unknown field|Extra inputs"):
+    with pytest.raises(ValueError, match=r"unknown field|Extra inputs"):
         TrainConfig.from_recipe({"algorithm": {"temperature": 1.0}})
     assert TrainConfig.from_recipe().agent.temperature == 0.8
 

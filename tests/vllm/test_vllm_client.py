@@ -54,9 +54,9 @@ def client(server: VllmServer, vllm_toy: Path) -> VllmClient:
 
 
 def local_greedy(model, tokenizer, prompt: list[int], n: int) -> list[int]:
-    from temper.policy import open_policy
+    from temper.episode_runner import open_runner
 
-    policy = open_policy(model, tokenizer=tokenizer)
+    policy = open_runner(model, tokenizer=tokenizer)
     try:
         return asyncio.run(policy.client.generate(prompt, SamplingParams(temperature=0.0, max_tokens=n,
                                                                          ignore_eos=True))).token_ids

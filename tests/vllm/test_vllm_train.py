@@ -59,9 +59,9 @@ def test_two_steps_on_a_managed_server_keep_its_weights_the_trainers(vllm_toy: P
 def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Path, tmp_path: Path):
     import asyncio
 
+    from temper.episode_runner import open_runner
     from temper.generation import SamplingParams
     from temper.models import Tokenizer, load_model
-    from temper.policy import open_policy
     from temper.rollout_servers.vllm_client import VllmClient
     from temper.rollout_servers.vllm_config import VllmConfig
     from temper.rollout_servers.vllm_server import VllmServer, core_shares
@@ -83,7 +83,7 @@ def test_attached_server_gets_the_trainers_weights_after_every_step(vllm_toy: Pa
         final = load_model(str(run / "checkpoints" / "step_000002" / "model"))
         prompt, params = [3, 7, 4, 8, 9, 2, 5], SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
         theirs = asyncio.run(client.generate(prompt, params))
-        policy = open_policy(final.model, tokenizer=final.tokenizer)
+        policy = open_runner(final.model, tokenizer=final.tokenizer)
         try:
             ours = asyncio.run(policy.client.generate(prompt, params))
         finally:

@@ -6,11 +6,12 @@ have zero variance (such a group gives GRPO no signal; the suite's share of them
 import asyncio
 from typing import Any
 
-from temper.agent.runner import run_episode, sample_seed
+from temper.agent.runner import sample_seed
 from temper.envqa.checks.session import Clock
 from temper.envqa.config import EnvQAConfig
 from temper.envs.suite import Suite
 from temper.envs.task import Task
+from temper.episode_runner import run_episode
 from temper.evals.stats import bootstrap_mean
 
 

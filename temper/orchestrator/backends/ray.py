@@ -1,7 +1,7 @@
 """The Ray backend: rollout workers as Ray actors, weights broadcast through the object store.
 
 Each actor builds the same `RolloutWorker` as the local backend (its own policy from
-temper.policy: engine and sandbox pool; its own suites) and runs episodes on its own event loop.
+temper.episode_runner: engine and sandbox pool; its own suites) and runs episodes on its own event loop.
 The cluster is local (started for the run) or an existing one (`orchestrator.ray.address`); actors
 go to the nodes that have the resources they ask for (`worker_resources`, `sandbox_resources`).
 With `remote_sandboxes`, sandbox pools are actors of their own (temper.sandbox.remote_pool) and

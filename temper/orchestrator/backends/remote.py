@@ -6,9 +6,9 @@ import time
 from typing import Any
 
 from temper.envs import parse_spec
+from temper.episode_runner import open_runner
 from temper.orchestrator.backends.local import LocalBackend
 from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec
-from temper.policy import open_policy
 
 
 class RemoteBackend(LocalBackend):
@@ -18,7 +18,7 @@ class RemoteBackend(LocalBackend):
                  sandbox: Any = None):
         suites = [parse_spec(s) for s in suite_specs]
         # One server, one client and one sandbox pool, shared by the workers; their fault-injection salts differ.
-        self.policy = open_policy(model, remote=remote, needs_sandbox=any(s.needs_sandbox for s in suites),
+        self.policy = open_runner(model, remote=remote, needs_sandbox=any(s.needs_sandbox for s in suites),
                                   sandbox=sandbox)
         self.workers = [RolloutWorker(self.policy, suites, spec.salted(i)) for i in range(num_workers)]
         self.num_workers = num_workers

@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from temper.envs import parse_spec
+from temper.episode_runner import EpisodeRunner
 from temper.orchestrator.backends.protocol import Attempt, BackendExhausted
 from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
-from temper.policy import Policy
 from temper.rollout_servers.vllm_client import VllmClient
 from temper.rollout_servers.vllm_config import VllmConfig
 from temper.rollout_servers.vllm_server import VllmServer, VllmServerError, core_shares, probe
@@ -74,8 +74,8 @@ class VllmBackend:
             raise
         self.clients = [VllmClient(url, name, tokenizer, cfg.request_timeout_s) for url in urls]
         self.nccl = nccl_syncs(self.clients, cfg) if cfg.weight_sync == "nccl" else None
-        self.workers = [RolloutWorker(Policy(c, tokenizer, sandboxes=self.pool, name=f"{name} @ {c.base}"), suites,
-                                      spec.salted(i)) for i, c in enumerate(self.clients)]
+        self.workers = [RolloutWorker(EpisodeRunner(c, tokenizer, sandboxes=self.pool, name=f"{name} @ {c.base}"),
+                                      suites, spec.salted(i)) for i, c in enumerate(self.clients)]
         self.num_workers = len(self.workers)
         self.down: dict[int, str] = {}
         self._events: dict[tuple[int, int], asyncio.Event] = {}
