@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from temper.runtime import free_port
 
 PASSAGE = ("The Amazon rainforest covers much of the Amazon basin of South America. The basin spans seven "
            "million square kilometres, of which five and a half million are covered by the rainforest. The "
@@ -47,12 +48,6 @@ GROUNDED = [
 ]
 MIXED = [*GROUNDED, "What is the capital of France?", "Give me three tips for sleeping better.",
          "Explain what a prime number is.", "Write a haiku about the sea."]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_up(url: str, proc: subprocess.Popen, timeout: float) -> bool:

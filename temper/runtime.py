@@ -1,8 +1,10 @@
-"""Process-wide runtime settings (threads, seeds, device) that every command applies the same way."""
+"""Process-wide runtime settings (threads, seeds, device) that every command applies the same way, and a free
+TCP port for the servers and process groups a command starts."""
 
 import os
 import random
 import re
+import socket
 
 import numpy as np
 import torch
@@ -64,3 +66,10 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at `host` now (the OS picks it; another process may take it before use)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -1,20 +1,14 @@
 """`temper serve`: the engine behind an OpenAI-compatible HTTP API (see docs/serve.md)."""
 
 import logging
-import socket
 from typing import Annotated
 
 import typer
 
 from temper.cli.common import ConfigOption, PrintConfigOption, SetOption, print_config, resolve_config
+from temper.runtime import free_port
 
 log = logging.getLogger("temper.serve")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def register(app: typer.Typer) -> None:

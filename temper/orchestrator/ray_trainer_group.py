@@ -13,7 +13,6 @@ last checkpoint, as with `TrainerGroup`.
 import contextlib
 import os
 import secrets
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from temper.orchestrator.backends.ray import check_placeable, connect, death_cau
 from temper.orchestrator.ray_config import RayConfig
 from temper.rl.config import RLConfig
 from temper.rl.trainer_group import CLOSE_S, RankGroup, TrainerRank, log_to, rank_error, reply
+from temper.runtime import free_port
 from temper.sandbox.remote_pool import actor_options
 
 MARKER = ".run_folder_check"  # written by the driver into the rank log folder; every rank must read it back
@@ -54,9 +54,7 @@ class RankActor:
         return "ok", {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "sees_run_folder": sees}
 
     def free_port(self, ip: str) -> int:
-        with socket.socket() as s:
-            s.bind((ip, 0))
-            return s.getsockname()[1]
+        return free_port(ip)
 
     def start(self, log: str, kwargs: dict[str, Any]) -> tuple[str, Any]:
         log_to(log)

@@ -31,6 +31,7 @@ from temper.rl import distributed as dist
 from temper.rl.checkpoint import load_trainer_checkpoint, rng_state, save_trainer_checkpoint, set_rng_state
 from temper.rl.config import RLConfig
 from temper.rl.stats import StepStats
+from temper.runtime import free_port
 from temper.trajectory import Trajectory
 
 LOG_TAIL = 3  # log lines a dead rank's error quotes
@@ -147,12 +148,6 @@ def _host(conn: Connection, log: str, kwargs: dict[str, Any]) -> None:
         sys.stderr.flush()
         if body is not None:
             body.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tail(path: Path, n: int = LOG_TAIL) -> str:

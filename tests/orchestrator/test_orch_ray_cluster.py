@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import pytest
 import yaml
 from orch_helpers import metrics, run_tiny, tiny_config
 
+from temper.runtime import free_port
+
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
@@ -32,18 +33,12 @@ RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_hea
            "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3", "HF_HUB_OFFLINE": "1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Cluster:
     """Ray nodes on this machine, each a `ray start --block` process of its own (stopped by PID, with
     every process it started: `ray stop` would stop other tests' clusters too)."""
 
     def __init__(self, logs: Path):
-        self.port, self.logs = _free_port(), logs
+        self.port, self.logs = free_port(), logs
         self.temp = tempfile.mkdtemp(prefix="trc", dir="/tmp")  # short: Ray's socket paths live under it
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {**os.environ, **RAY_ENV}
@@ -54,7 +49,7 @@ class Cluster:
 
     def start_node(self, name: str, resources: dict[str, float], cpus: int, head: bool = False) -> None:
         # the head's client server port too: its default (10001) is one per machine
-        where = ["--head", "--port", str(self.port), "--ray-client-server-port", str(_free_port()),
+        where = ["--head", "--port", str(self.port), "--ray-client-server-port", str(free_port()),
                  "--include-dashboard=false"] if head else ["--address", self.address]
         cmd = [str(BIN / "ray"), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
                "--num-cpus", str(cpus), "--resources", json.dumps(resources), "--temp-dir", self.temp, *where]

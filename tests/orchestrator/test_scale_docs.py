@@ -5,7 +5,6 @@ port and a temp folder of its own, so that it can run beside other clusters on t
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,17 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from temper.runtime import free_port
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "scale.md"
 BLOCKS = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -36,7 +31,7 @@ def test_scale_doc_examples_run_as_written(tmp_path: Path) -> None:
         (work / name).symlink_to(ROOT / name)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
     ray_temp = tempfile.mkdtemp(prefix="rsd", dir="/tmp")  # short: Ray's socket paths live under it
-    port = str(_free_port())
+    port = str(free_port())
     try:
         for code in BLOCKS:
             expected = [ln[3:] for ln in code.splitlines() if ln.startswith("#> ")]

@@ -2,7 +2,6 @@
 always shut down, plus tiny model folders served through the same load path as real ones."""
 
 import itertools
-import socket
 import threading
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ import uvicorn
 
 from temper.engine import EngineConfig, SpeculativeConfig
 from temper.models import LlamaForCausalLM, ModelConfig, save_model
+from temper.runtime import free_port
 from temper.serve.app import create_app
 from temper.serve.config import ServeConfig
 
@@ -20,12 +20,6 @@ TINY = dict(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_
             num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rope_theta=10000.0,
             tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, architecture="LlamaForCausalLM",
             model_type="llama")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tiny_folder(folder: Path, tokenizer: Any, seed: int = 0) -> Path:
