@@ -146,10 +146,9 @@ def aggregate(runs: list[dict[str, Any]], staleness: list[int]) -> dict[str, Any
 
 
 def plot(runs: list[dict[str, Any]], staleness: list[int], path: Path) -> None:
-    import matplotlib
+    from temper.runtime import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for i, s in enumerate(staleness):

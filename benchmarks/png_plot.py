@@ -11,10 +11,9 @@ COLORS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40)]
 
 def line_plot(xs: list[float], series: dict[str, list[float]], path: Path, title: str = "") -> None:
     try:
-        import matplotlib
+        from temper.runtime import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
     except ImportError:
         _raster(xs, series, path)
         return

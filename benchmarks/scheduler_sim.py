@@ -402,10 +402,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
               "traced peak MB": [r["traced_peak_mb"] or 0.0 for r in rows],
               "RSS growth MB": [r["rss_growth_mb"] for r in rows]}
     try:
-        import matplotlib
+        from temper.runtime import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
     except ImportError:  # the dependency-free raster (lines only)
         sys.path.insert(0, str(Path(__file__).parent))
         from png_plot import line_plot

@@ -5,6 +5,7 @@ import os
 import random
 import re
 import socket
+from typing import Any
 
 import numpy as np
 import torch
@@ -73,3 +74,14 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (PNG files, no display needed), chosen before pyplot first loads.
+    Every plot module takes pyplot from here (ImportError when matplotlib is not installed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

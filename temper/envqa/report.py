@@ -52,10 +52,9 @@ def summarise(records: list[dict[str, Any]], wall_s: float, executed: int) -> di
 
 
 def plot_pass_rates(path: Path, rates: list[float]) -> None:
-    import matplotlib
+    from temper.runtime import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if rates:

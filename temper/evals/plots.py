@@ -4,10 +4,9 @@ depth profile, latency/cost curves, and the per-suite differences of a compariso
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from temper.runtime import pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+plt = pyplot()
 
 
 def _save(fig: Any, path: Path) -> Path:

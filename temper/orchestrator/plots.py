@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-import matplotlib
+from temper.runtime import pyplot
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt
+plt = pyplot()
 
 
 def write_plots(rows: list[dict[str, float]], folder: Path) -> list[Path]:
