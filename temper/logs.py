@@ -4,6 +4,8 @@ import json
 import logging
 import sys
 import time
+from collections import deque
+from pathlib import Path
 from typing import Literal
 
 LogFormat = Literal["text", "json"]
@@ -45,3 +47,13 @@ def setup_logging(fmt: LogFormat = "text", level: str = "INFO") -> None:
     # one INFO line per HTTP request (rollouts on a server make thousands) would drown everything else
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def log_tail(path: str | Path, n: int = 5) -> list[str] | None:
+    """The last `n` non-blank lines of a log file, stripped, read in one pass; a traceback's caret lines (`^^^`)
+    are skipped (the line after them says why). None when the file cannot be read (missing: nothing logged yet)."""
+    try:
+        with open(path, errors="replace") as fh:
+            return list(deque((ln.strip() for ln in fh if ln.strip() and not ln.lstrip().startswith("^")), maxlen=n))
+    except OSError:
+        return None

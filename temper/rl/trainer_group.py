@@ -27,6 +27,7 @@ import torch
 import torch.multiprocessing as mp  # its pickler sends tensors through shared memory, not the pipe
 
 from temper.errors import TemperError
+from temper.logs import log_tail
 from temper.rl import distributed as dist
 from temper.rl.checkpoint import load_trainer_checkpoint, rng_state, save_trainer_checkpoint, set_rng_state
 from temper.rl.config import RLConfig
@@ -151,11 +152,8 @@ def _host(conn: Connection, log: str, kwargs: dict[str, Any]) -> None:
 
 
 def _tail(path: Path, n: int = LOG_TAIL) -> str:
-    try:
-        lines = [x.strip() for x in path.read_text(errors="replace").splitlines() if x.strip()]
-    except OSError:
-        return "(no log)"
-    return " | ".join(lines[-n:]) or "(empty log)"
+    lines = log_tail(path, n)
+    return "(no log)" if lines is None else " | ".join(lines) or "(empty log)"
 
 
 def rank_error(rank: int, pid: int | None, what: str, log: Path, where: str = "") -> TemperError:

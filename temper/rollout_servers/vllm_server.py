@@ -15,13 +15,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from temper.errors import TemperError
+from temper.logs import log_tail as read_tail
 from temper.rollout_servers.vllm_config import VllmConfig
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: its .venv-vllm, and the worker extension's import root
@@ -70,12 +70,8 @@ def free_port() -> int:
 
 def log_tail(path: Path, lines: int = 6) -> str:
     """The last meaningful lines of a server log, joined with ' | ' (tracebacks' last lines say why)."""
-    try:
-        with path.open(errors="replace") as fh:
-            kept = deque((ln.strip() for ln in fh if ln.strip() and not ln.lstrip().startswith("^")), maxlen=lines)
-    except OSError:
-        return "(no log)"
-    return " | ".join(ln[-300:] for ln in kept) or "(empty log)"
+    kept = read_tail(path, lines)
+    return "(no log)" if kept is None else " | ".join(ln[-300:] for ln in kept) or "(empty log)"
 
 
 def cpu_env(python: Path, kv_cache_gb: int, threads: str) -> dict[str, str]:

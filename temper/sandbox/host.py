@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from temper.logs import log_tail
 from temper.sandbox import bwrap, cgroups, direct, layout, seccomp, uids
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed, SandboxError
@@ -210,11 +211,7 @@ class SupervisorHandle:
         return op == "exec" and not self.shielded
 
     def _log_tail(self) -> str:
-        try:
-            lines = self._log_path().read_text(errors="replace").strip().splitlines()
-            return lines[-1] if lines else ""
-        except OSError:
-            return ""
+        return (log_tail(self._log_path(), 1) or [""])[-1]
 
 
 def _read_info(fd: int) -> int | None:

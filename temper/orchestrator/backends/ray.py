@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from temper.errors import TemperError
+from temper.logs import log_tail
 from temper.orchestrator.backends.protocol import Attempt, BackendExhausted
 from temper.orchestrator.ray_config import RayConfig
 from temper.orchestrator.rollout_worker import RolloutWorker, WorkerSpec, sum_counters
@@ -247,11 +248,7 @@ def _log_tail(pid: int, lines: int = 5) -> str:
     files = sorted(glob.glob(f"{_session_dir()}/logs/worker-*-{pid}.*"), key=os.path.getmtime)
     tail: list[str] = []
     for f in files:
-        try:
-            with open(f, errors="replace") as fh:
-                tail += [ln.rstrip() for ln in fh.readlines()[-lines:] if ln.strip()]
-        except OSError:
-            continue
+        tail += log_tail(f, lines) or []
     return " | ".join(tail[-lines:])
 
 
