@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from temper.envs.reward import Reward
+from temper.envs.reward import UNIT, Reward, RewardValueError, in_range
 from temper.envs.sandboxes import crash_reward, is_sandbox_crash
 from temper.envs.task import Task
 from temper.trajectory import FailureKind
@@ -49,6 +49,9 @@ class Environment(ABC):
 
     tools: tuple[str, ...] = ()
     background: str = ""
+    # The range the suite's rewards lie in; a value outside it is the agent's 0 (`in_range`). None: any
+    # finite value (a user's reward function that declares none).
+    reward_range: tuple[float, float] | None = UNIT
 
     def __init__(self, task: Task, limits: TaskLimits | None = None) -> None:
         self.task = task
@@ -92,15 +95,18 @@ class SingleTurnEnv(Environment):
     async def verify(self, answer: str) -> Reward: ...
 
     async def step(self, action: str) -> StepResult:
-        reward = await timed_verify(self.verify(action), self.limits.verifier_timeout_s)
+        reward = await timed_verify(self.verify(action), self.limits.verifier_timeout_s, self.reward_range)
         return StepResult(reward=reward, done=True)
 
 
-async def timed_verify(coro: Any, timeout_s: float) -> Reward:
+async def timed_verify(coro: Any, timeout_s: float, reward_range: tuple[float, float] | None = UNIT) -> Reward:
     """Run a verifier; its own timeout is an infrastructure failure, and so is a crashed sandbox
-    unless what the agent left in it broke it (then a 0: `crash_reward`)."""
+    unless what the agent left in it broke it (then a 0: `crash_reward`). A value that is not a
+    finite number, or lies outside `reward_range`, is the agent's 0 with a flag (never masked)."""
     try:
-        return await asyncio.wait_for(coro, timeout_s)
+        return in_range(await asyncio.wait_for(coro, timeout_s), reward_range)
+    except RewardValueError as exc:
+        return Reward(value=0.0, info={"error": str(exc), "reward_not_finite": True})
     except TimeoutError:
         return Reward.infra(FailureKind.HARNESS_TIMEOUT, f"verifier timed out after {timeout_s:g}s")
     except Exception as exc:

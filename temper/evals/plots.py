@@ -1,6 +1,7 @@
 """PNG plots (matplotlib, Agg backend: no display needed): scores with CIs, the grid heatmap, the
 depth profile, latency/cost curves, and the per-suite differences of a comparison."""
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,14 @@ def _ci_bars(ax: Any, names: list[str], means: list[float], lows: list[float], h
     ax.invert_yaxis()
 
 
+def _finite(*xs: Any) -> bool:
+    """Numbers a bar can show: a summary read from disk may hold null, NaN or infinities."""
+    return all(isinstance(x, int | float) and math.isfinite(x) for x in xs)
+
+
 def suite_scores(summary: dict[str, Any], path: Path) -> Path | None:
-    rows = [(s, e) for s, e in summary.get("suites", {}).items() if e.get("mean_reward") is not None]
+    rows = [(s, e) for s, e in summary.get("suites", {}).items()
+            if _finite(e.get("mean_reward"), e.get("ci_low"), e.get("ci_high"))]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1.2))
@@ -89,7 +96,7 @@ def cost_curves(curves: dict[str, Any], path: Path) -> Path:
 
 
 def compare_diffs(cmp: dict[str, Any], path: Path) -> Path | None:
-    rows = [(s, e) for s, e in cmp["suites"].items() if e.get("diff") is not None]
+    rows = [(s, e) for s, e in cmp["suites"].items() if _finite(e.get("diff"), e.get("ci_low"), e.get("ci_high"))]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1.2))

@@ -7,6 +7,8 @@ an infrastructure failure is not a wrong answer: it is left out of every score a
 `infra_failures`; a task left with no valid sample is left out of `n`.
 """
 
+import json
+import math
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -75,7 +77,24 @@ def summarize_suite(records: list[ItemRecord], samples: int, threshold: float = 
         "cost_total": sum(r.cost for r in records),
         "cost_per_item": mean([r.cost for r in ok]),
     }
-    return out
+    return finite(out)
+
+
+def finite(x: Any) -> Any:
+    """`x` with every NaN or infinite float made null: JSON has no such numbers (summary.json is read by
+    other tools and by plots.py), and a reward that got past the envs' checks must not break the report."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [finite(v) for v in x]
+    return x
+
+
+def to_json(summary: Any) -> str:
+    """summary.json's text: strict JSON (allow_nan=False), non-finite numbers as null."""
+    return json.dumps(finite(summary), indent=2, allow_nan=False) + "\n"
 
 
 def tool_call_rates(records: list[ItemRecord]) -> dict[str, Any]:
@@ -90,5 +109,6 @@ def tool_call_rates(records: list[ItemRecord]) -> dict[str, Any]:
 
 
 def _num(x: float) -> float | None:
-    """JSON has no NaN: an undefined metric (no valid items) is null."""
-    return None if x != x else round(float(x), 6)
+    """JSON has no NaN or infinities: an undefined metric (no valid items) is null, and so is one that
+    is not finite."""
+    return round(float(x), 6) if math.isfinite(x) else None

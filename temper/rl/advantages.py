@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
+from temper.errors import TemperError
 from temper.rl.config import AdvantageConfig
 
 
@@ -71,13 +72,27 @@ class RunningBaseline:
 
 def outcome_advantages(rewards: torch.Tensor, groups: list[list[int]], cfg: AdvantageConfig,
                        baseline: RunningBaseline) -> torch.Tensor:
-    """One advantage per trajectory; zero for gae, whose per-token advantages come from the critic."""
+    """One advantage per trajectory; zero for gae, whose per-token advantages come from the critic.
+    Rewards and advantages must be finite: one NaN reward would make every advantage of its group NaN
+    (and the update with it), so a non-finite one stops the step with one line (rewards are checked
+    where they are made, temper/envs/reward.py; this is the trainer's own guard)."""
+    _finite(rewards, "reward")
     if cfg.estimator == "grpo":
-        return grpo(rewards, groups, cfg.std_normalize, cfg.eps)
-    if cfg.estimator == "dr_grpo":
-        return grpo(rewards, groups, std_normalize=False)
-    if cfg.estimator == "rloo":
-        return rloo(rewards, groups)
-    if cfg.estimator == "reinforce":
-        return baseline(rewards)
-    return torch.zeros_like(rewards)
+        adv = grpo(rewards, groups, cfg.std_normalize, cfg.eps)
+    elif cfg.estimator == "dr_grpo":
+        adv = grpo(rewards, groups, std_normalize=False)
+    elif cfg.estimator == "rloo":
+        adv = rloo(rewards, groups)
+    elif cfg.estimator == "reinforce":
+        adv = baseline(rewards)
+    else:
+        adv = torch.zeros_like(rewards)
+    return _finite(adv, "advantage")
+
+
+def _finite(x: torch.Tensor, what: str) -> torch.Tensor:
+    bad = (~torch.isfinite(x)).nonzero().flatten().tolist()
+    if bad:
+        raise TemperError(f"advantages: {len(bad)} non-finite {what}(s), e.g. {x[bad[0]].item()} at index {bad[0]}; "
+                          "a reward must be a finite number")
+    return x

@@ -21,6 +21,8 @@ from temper.errors import TemperError
 
 
 class JsonlEnv(SingleTurnEnv):
+    reward_range = None  # the user's reward function sets its own scale (still a finite number)
+
     def __init__(self, task: Task, fn: Callable[..., Any]) -> None:
         super().__init__(task)
         self.fn = fn
