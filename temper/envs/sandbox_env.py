@@ -27,8 +27,8 @@ class SandboxEnv(Environment):
         """Prepare the workspace before the agent starts (nothing by default)."""
 
     async def exec(self, cmd: str | list[str], *, stdin: str | bytes | None = None, timeout: float | None = None,
-                   cwd: str | None = None) -> ExecResult:
-        return await call(self.sandbox.exec, cmd, stdin=stdin, timeout=timeout, cwd=cwd)
+                   cwd: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        return await call(self.sandbox.exec, cmd, stdin=stdin, timeout=timeout, cwd=cwd, env=env)
 
     async def close(self) -> None:
         sb, self.sandbox = self.sandbox, None

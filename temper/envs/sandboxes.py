@@ -99,6 +99,12 @@ def broken_by_agent(why: str, info: dict[str, Any] | None = None) -> Reward:
     return Reward(value=0.0, info={**(info or {}), "error": why, "sandbox_broken_by_agent": True})
 
 
+def verifier_broken(why: str, info: dict[str, Any] | None = None) -> Reward:
+    """A 0 for an agent whose work, run by the verifier, kept it from finishing by itself with a reward it
+    can trust (killed it, hung it, left no or no parseable reward): never masked (docs/envs.md)."""
+    return Reward(value=0.0, info={**(info or {}), "error": why, "verifier_broken_by_agent": True})
+
+
 def crash_reward(exc: BaseException, where: str) -> Reward:
     """The reward of an episode whose sandbox crashed `where` (e.g. "during bash"): a 0, scored like any
     failed attempt, when what the agent ran or left in the sandbox broke it (`SandboxCrashed.by_agent`:

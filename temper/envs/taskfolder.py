@@ -9,12 +9,19 @@
     solution/solve.sh      the oracle
     tests/test.sh          the verifier: writes /logs/verifier/reward.txt (or reward.json)
 
-A malformed folder raises one TemperError line naming the folder and what is wrong.
+A malformed folder raises one TemperError line naming the folder and what is wrong. Task folders
+come from strangers: the loader follows no link (instruction.md, task.toml, environment/, tests/,
+solution/ and their files must not be links; a link inside environment/ must stay inside the folder
+and is never read), hashes in chunks, refuses a folder above `TaskMaxima.folder_mb`, and clamps
+task.toml's resources and timeouts to the operator's `TaskMaxima` (refusing absurd values).
 """
 
 import hashlib
 import logging
+import os
+import posixpath
 import shutil
+import stat
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
@@ -22,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from temper.errors import TemperError
+from temper.sandbox.config import TaskMaxima
 
 log = logging.getLogger(__name__)
 NOT_IN_WORKSPACE = ("Dockerfile", "setup.sh")  # environment/ files that are not copied to /app
@@ -47,6 +55,7 @@ class TaskFolder:
     has_dockerfile: bool = False
     setup_script: str | None = None
     oracle: str = ""
+    test_script: str = ""  # tests/test.sh, as loaded: the verifier runs this text, not the sandbox's copy
     files: dict[str, str] = field(default_factory=dict)  # environment/ text files, for content checks
     digest: str = ""  # hash of every file of the folder
 
@@ -72,34 +81,125 @@ class TaskFolder:
         return staged
 
 
-def _num(table: dict[str, Any], key: str, where: str, default: float) -> float:
+def _num(table: dict[str, Any], key: str, where: str, default: float, maxima: TaskMaxima, field: str) -> float:
+    """task.toml's `key`: a positive number, clamped to the operator's maximum; absurd (above
+    `absurd_factor` times the larger of that maximum and its default) is refused."""
     v = table.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0 or v == float("inf"):
         raise TaskFolderError(f"{where}.{key} must be a positive number, not {v!r}")
-    return float(v)
+    most = getattr(maxima, field)
+    if v > max(most, TaskMaxima.model_fields[field].default) * maxima.absurd_factor:
+        raise TaskFolderError(f"{where}.{key} = {v!r} is absurd (the operator's maximum is {most:g})")
+    if v > most:
+        log.warning("%s.%s = %r clamped to the operator's maximum %g", where, key, v, most)
+    return float(min(v, most))
 
 
-def _digest(folder: Path) -> str:
+_NAMED = ("instruction.md", "task.toml", "environment", "tests", "solution")
+
+
+def _walk(folder: Path, limit: int) -> list[tuple[str, os.stat_result]]:
+    """Every entry under `folder` (relative path, lstat), links not followed; refuses a link among the
+    named entries, a link whose target leaves the folder, and a folder above `limit` bytes."""
+    name = str(folder)
+    for rel in _NAMED:
+        try:
+            st = os.lstat(folder / rel)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise TaskFolderError(f"task folder {name}: {rel} is a link (task folders must not link out)")
+    out: list[tuple[str, os.stat_result]] = []
+    total = 0
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for entry in sorted(dirs + files):
+            p = Path(top) / entry
+            rel = str(p.relative_to(folder))
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink(p)
+                inside = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+                if os.path.isabs(target) or inside == ".." or inside.startswith("../"):
+                    raise TaskFolderError(f"task folder {name}: {rel} is a link to {target}, outside the folder")
+                if rel.split("/", 1)[0] != "environment" or "/" not in rel:
+                    raise TaskFolderError(f"task folder {name}: {rel} is a link (only environment/ may hold links)")
+            elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise TaskFolderError(f"task folder {name}: {rel} is not a file, folder or link")
+            elif stat.S_ISREG(st.st_mode):
+                total += st.st_size
+                if total > limit:
+                    raise TaskFolderError(f"task folder {name}: larger than {limit >> 20} MiB (at {rel})")
+            if rel not in ("__pycache__",):
+                out.append((rel, st))
+    return out
+
+
+def _read(folder: Path, rel: str, limit: int | None = None) -> bytes:
+    """A regular file of the folder, opened without following a link at any level below the folder."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        parts = rel.split("/")
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        try:
+            f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except OSError as exc:
+            raise TaskFolderError(f"task folder {folder}: cannot open {rel} ({exc.strerror})") from None
+        with os.fdopen(f, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise TaskFolderError(f"task folder {folder}: {rel} is not a regular file")
+            return fh.read(limit) if limit is not None else fh.read()
+    finally:
+        os.close(fd)
+
+
+def _text(folder: Path, rel: str) -> str:
+    try:
+        return _read(folder, rel).decode()
+    except UnicodeDecodeError:
+        raise TaskFolderError(f"task folder {folder}: {rel} is not UTF-8 text") from None
+
+
+def _digest(folder: Path, entries: list[tuple[str, os.stat_result]]) -> str:
+    """A hash of every file (and link target) of the folder, read in chunks."""
     h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(folder)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for rel, st in entries:
+        if "__pycache__" in rel.split("/"):
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            h.update(rel.encode() + b"\0->" + os.readlink(folder / rel).encode() + b"\0")
+        elif stat.S_ISREG(st.st_mode):
+            h.update(rel.encode() + b"\0")
+            fd = os.open(folder / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+            h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-def load_task_folder(path: Path | str) -> TaskFolder:
+def load_task_folder(path: Path | str, maxima: TaskMaxima | None = None) -> TaskFolder:
     folder = Path(path)
     name = str(folder)
+    most = maxima or TaskMaxima()
     if not folder.is_dir():
         raise TaskFolderError(f"task folder {name}: not a folder")
+    entries = _walk(folder, most.folder_mb << 20)
+    kinds = {rel: st for rel, st in entries}
     for rel in ("instruction.md", "task.toml", "tests/test.sh", "solution/solve.sh"):
-        if not (folder / rel).is_file():
+        st = kinds.get(rel)
+        if st is None:
             raise TaskFolderError(f"task folder {name}: missing {rel}")
-    instruction = (folder / "instruction.md").read_text().strip()
+        if not stat.S_ISREG(st.st_mode):
+            raise TaskFolderError(f"task folder {name}: {rel} is not a regular file")
+    instruction = _text(folder, "instruction.md").strip()
     if not instruction:
         raise TaskFolderError(f"task folder {name}: instruction.md is empty")
     try:
-        cfg = tomllib.loads((folder / "task.toml").read_text())
+        cfg = tomllib.loads(_text(folder, "task.toml"))
     except tomllib.TOMLDecodeError as exc:
         raise TaskFolderError(f"task folder {name}: task.toml is not valid TOML ({exc})") from None
     where = f"task folder {name}: task.toml"
@@ -118,27 +218,29 @@ def load_task_folder(path: Path | str) -> TaskFolder:
     tf = TaskFolder(
         path=folder, instruction=instruction, difficulty=meta.get("difficulty"), category=meta.get("category"),
         tags=list(tags),
-        agent_timeout_s=_num(tables["agent"], "timeout_sec", f"{where}: agent", 600.0),
-        verifier_timeout_s=_num(tables["verifier"], "timeout_sec", f"{where}: verifier", 120.0),
-        cpus=_num(env, "cpus", f"{where}: environment", 1.0),
-        memory_mb=int(_num(env, "memory_mb", f"{where}: environment", 1024)),
-        storage_mb=int(_num(env, "storage_mb", f"{where}: environment", 1024)),
-        has_dockerfile=(folder / "environment" / "Dockerfile").is_file(),
-        oracle=(folder / "solution" / "solve.sh").read_text(),
-        digest=_digest(folder),
+        agent_timeout_s=_num(tables["agent"], "timeout_sec", f"{where}: agent", 600.0, most, "agent_timeout_s"),
+        verifier_timeout_s=_num(tables["verifier"], "timeout_sec", f"{where}: verifier", 120.0, most,
+                                "verifier_timeout_s"),
+        cpus=_num(env, "cpus", f"{where}: environment", 1.0, most, "cpus"),
+        memory_mb=int(_num(env, "memory_mb", f"{where}: environment", 1024, most, "memory_mb")),
+        storage_mb=int(_num(env, "storage_mb", f"{where}: environment", 1024, most, "storage_mb")),
+        has_dockerfile="environment/Dockerfile" in kinds,
+        oracle=_text(folder, "solution/solve.sh"),
+        test_script=_text(folder, "tests/test.sh"),
+        digest=_digest(folder, entries),
     )
-    if (setup := folder / "environment" / "setup.sh").is_file():
-        tf.setup_script = setup.read_text()
+    if stat.S_ISREG(getattr(kinds.get("environment/setup.sh"), "st_mode", 0)):
+        tf.setup_script = _text(folder, "environment/setup.sh")
     if tf.has_dockerfile:
         log.warning("task folder %s: environment/Dockerfile is not executed (no container engine); "
                  "the workspace is environment/'s files", name)
-    if tf.environment.is_dir():
-        for p in sorted(tf.environment.rglob("*")):
-            if p.is_file() and p.name not in NOT_IN_WORKSPACE and p.stat().st_size <= _TEXT_LIMIT:
-                try:
-                    tf.files[str(p.relative_to(tf.environment))] = p.read_text()
-                except UnicodeDecodeError:
-                    continue
+    for rel, st in entries:
+        if (rel.startswith("environment/") and stat.S_ISREG(st.st_mode) and st.st_size <= _TEXT_LIMIT
+                and rel.count("/") >= 1 and rel.removeprefix("environment/") not in NOT_IN_WORKSPACE):
+            try:
+                tf.files[rel.removeprefix("environment/")] = _read(folder, rel).decode()
+            except UnicodeDecodeError:
+                continue
     return tf
 
 

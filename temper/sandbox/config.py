@@ -65,6 +65,19 @@ class Mount(ConfigModel):
         return self
 
 
+class TaskMaxima(ConfigModel):
+    """The most a task folder's task.toml may ask for (datasets come from strangers): a value above is
+    clamped to it; one above `absurd_factor` times it is refused with one line naming the task folder."""
+
+    cpus: float = Field(8.0, gt=0, description="CPU cores a task may ask for.")
+    memory_mb: int = Field(16384, ge=64, description="Memory a task may ask for.")
+    storage_mb: int = Field(16384, ge=1, description="Writable space a task may ask for.")
+    agent_timeout_s: float = Field(7200.0, gt=0, description="The agent phase's time a task may ask for.")
+    verifier_timeout_s: float = Field(1800.0, gt=0, description="The verifier's time a task may ask for.")
+    folder_mb: int = Field(256, ge=1, description="Largest task folder (all its files) the loader accepts.")
+    absurd_factor: float = Field(1000.0, ge=1, description="A request above this many times its maximum is refused.")
+
+
 class SandboxConfig(ConfigModel):
     isolation: Isolation = "auto"
     limits: Limits = Limits()
@@ -87,6 +100,7 @@ class SandboxConfig(ConfigModel):
     audit: bool = True
     pool_size: int = Field(2, ge=0, description="Idle warm sandboxes the pool keeps ready.")
     pool_max: int = Field(64, ge=1, description="Most sandboxes a pool keeps alive (idle + in use).")
+    task_max: TaskMaxima = TaskMaxima()
 
     @field_validator("workspace_mount")
     @classmethod

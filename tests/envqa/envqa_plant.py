@@ -9,6 +9,8 @@ PASS_IF = """#!/bin/bash
 mkdir -p /logs/verifier
 if {cond}; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
 """
+# The verifier runs with PYTHONSAFEPATH=1 (docs/envs.md): a test imports the workspace's modules by path.
+APP_PATH = 'import sys; sys.path.insert(0, "/app"); '
 MEDIAN = '''def median(values):
     """The middle value of a list of numbers."""
     ordered = sorted(values)
@@ -70,7 +72,7 @@ def median_task(root: Path, name: str = "good-median", rename: bool = False) -> 
         instruction = ("In `/app/stats_util.py` the function `median` gives a wrong result when the list has an "
                        "even number of items. Repair it so that it returns the mean of the two middle values "
                        "for those, and keep it right for odd lengths.")
-    test = PASS_IF.format(cond="cd /app && python3 -c 'from stats_util import median as m; "
+    test = PASS_IF.format(cond=f"cd /app && python3 -c '{APP_PATH}from stats_util import median as m; "
                                "assert m([3, 1, 2]) == 2 and m([4, 1, 3, 2]) == 2.5'")
     return task(root, name, instruction, write_file_solve("/app/stats_util.py", fixed), test,
                 {"stats_util.py": code, "README.txt": "Small statistics helpers used by the reports.\n"})
@@ -119,8 +121,8 @@ def plant_bad(root: Path, good: Path) -> dict[str, Path]:
                           + HUMANEVAL_0 + "```",
                           write_file_solve("/app/close.py", HUMANEVAL_0 + "    return any(abs(a - b) < threshold "
                                            "for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"),
-                          PASS_IF.format(cond="cd /app && python3 -c 'from close import has_close_elements as f; "
-                                              "assert f([1.0, 2.8, 3.0], 0.3) and not f([1.0, 2.0], 0.5)'"))
+                          PASS_IF.format(cond=f"cd /app && python3 -c '{APP_PATH}from close import has_close_elements "
+                                              "as f; assert f([1.0, 2.8, 3.0], 0.3) and not f([1.0, 2.0], 0.5)'"))
     p["sensitive"] = task(root, "leaky-customers", "Write the number of customers in /app/customers.csv to "
                           "/app/n.txt.", "echo 2 > /app/n.txt\n",
                           PASS_IF.format(cond='[ "$(cat /app/n.txt 2>/dev/null)" = 2 ]'),

@@ -71,14 +71,16 @@ def test_reward_json_components_and_dockerfile_note(task_folder, caplog) -> None
     assert any("Dockerfile is not executed" in rec.message for rec in caplog.records)
 
 
-def test_verifier_failures_are_infrastructure_failures_not_zero(task_folder) -> None:
+def test_a_test_sh_that_does_not_finish_with_a_reward_is_the_agents_zero(task_folder) -> None:
+    # after the agent phase only the agent's work can keep test.sh from writing a reward in time (a broken
+    # task fails its oracle: temper envqa): a 0 with a flag, never a masked infrastructure failure
     silent = task_folder(name="silent", test_sh="exit 0\n")
     r = asyncio.run(parse_spec(f"terminal:path={silent}").run_noop(parse_spec(f"terminal:path={silent}").tasks()[0]))
-    assert r.failure == FailureKind.VERIFIER_ERROR and "wrote no" in r.info["error"]
+    assert r.ok and r.value == 0.0 and r.info["verifier_broken_by_agent"] and "wrote no" in r.info["error"]
     slow = task_folder(name="slow", test_sh="sleep 30\n", toml="[verifier]\ntimeout_sec = 1\n")
     suite = parse_spec(f"terminal:path={slow}")
     r = asyncio.run(suite.run_noop(suite.tasks()[0]))
-    assert r.failure == FailureKind.HARNESS_TIMEOUT
+    assert r.ok and r.value == 0.0 and r.info["verifier_broken_by_agent"] and "ran past" in r.info["error"]
 
 
 def test_sandbox_killed_before_the_verifier_is_a_sandbox_crash(task_folder, killer) -> None:

@@ -14,15 +14,26 @@ from temper.envs.env import GRACE_S, StepResult, TaskLimits, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
-from temper.envs.sandboxes import broken_by_agent, call, is_sandbox_crash
+from temper.envs.sandboxes import as_provider, broken_by_agent, call, is_sandbox_crash, verifier_broken
 from temper.envs.suite import ListSuite
 from temper.envs.task import Task, content_hash
 from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
 from temper.errors import TemperError
 from temper.sandbox import Limits, SandboxError
-from temper.trajectory import FailureKind
+from temper.sandbox.config import TaskMaxima
 
 REWARD_BYTES = 1 << 20
+VERIFIER_ROOM = "/logs/.verifier"  # the verifier's own HOME and TMPDIR, made empty before each run
+# The environment of tests/test.sh on top of the sandbox's: nothing the agent left in its HOME, TMPDIR,
+# working folder or the user site of a Python reaches the verifier (tests/envs/test_reward_channel.py).
+VERIFIER_ENV = {
+    "HOME": f"{VERIFIER_ROOM}/home", "TMPDIR": f"{VERIFIER_ROOM}/tmp", "XDG_CONFIG_HOME": f"{VERIFIER_ROOM}/home/.c",
+    "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "",
+    "PYTHONSTARTUP": "", "PYTHONUSERBASE": f"{VERIFIER_ROOM}/home/.local",
+    "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "BASH_ENV": "", "ENV": "", "INPUTRC": "/dev/null",
+    "PIP_CONFIG_FILE": "/dev/null", "NPM_CONFIG_USERCONFIG": "/dev/null",
+    "PYTEST_ADDOPTS": "", "PYTEST_PLUGINS": "", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "",
+}
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks" / "terminal"
 BACKGROUND = ("You are working in a Linux sandbox without network access. The task's files are in /app, "
               "the working directory. Use the tools to inspect and change files and to run commands; "
@@ -48,16 +59,20 @@ class TerminalEnv(SandboxEnv):
                                   f"(exit {r.exit_code}): {r.stderr.decode(errors='replace')[-300:]}")
 
     async def step(self, action: str) -> StepResult:
-        reward = await timed_verify(self.verify(), self.limits.verifier_timeout_s + GRACE_S)
+        reward = await timed_verify(self.verify(), self.limits.verifier_timeout_s + GRACE_S, self.reward_range)
         return StepResult(reward=reward, done=True)
 
     async def verify(self) -> Reward:
-        # /tests is writable in the agent phase: what the agent left there (e.g. a json.py that the tests
-        # would import before the real one, found by temper envqa) must not reach the verifier.
-        # The agent may also have planted links, fifos or unwritable folders there: what it did to its own
-        # sandbox that keeps the verifier from running is its failure (a 0), never an infrastructure one.
-        prep = await self.exec("chmod -R u+rwX /tests /logs 2>/dev/null; find /tests -mindepth 1 -delete && "
-                               "rm -rf /logs/verifier && mkdir -p /logs/verifier")
+        # The verifier's contract (docs/envs.md): a clean room. /tests and /logs/verifier are emptied of what
+        # the agent left there (e.g. a json.py that the tests would import before the real one), the tests are
+        # uploaded and made read-only, test.sh runs from the host's copy (appending to /tests/test.sh while
+        # bash reads it changes nothing) with a fresh, empty HOME and TMPDIR and no per-user configuration
+        # (VERIFIER_ENV). The agent may also have planted links, fifos or unwritable folders there: what it
+        # did to its own sandbox that keeps the verifier from running is its failure (a 0), never an
+        # infrastructure one.
+        prep = await self.exec(f"chmod -R u+rwX /tests /logs 2>/dev/null; find /tests -mindepth 1 -delete && "
+                               f"rm -rf /logs/verifier {VERIFIER_ROOM} && mkdir -p /logs/verifier "
+                               f"{VERIFIER_ENV['HOME']} {VERIFIER_ENV['TMPDIR']}")
         if prep.exit_code != 0:
             why = prep.stderr.decode(errors="replace")[-300:]
             return broken_by_agent(f"cannot clear /tests and /logs/verifier: {why}")
@@ -67,11 +82,16 @@ class TerminalEnv(SandboxEnv):
             if is_sandbox_crash(exc) or not exc.errno:  # no errno: the host's side failed (e.g. staging)
                 raise
             return broken_by_agent(f"cannot upload the tests: {exc}")
-        r = await self.exec(["bash", "/tests/test.sh"], timeout=self.limits.verifier_timeout_s, cwd="/app")
-        if r.limit == "wall_time":
-            return Reward.infra(FailureKind.HARNESS_TIMEOUT,
-                                f"tests/test.sh ran past {self.limits.verifier_timeout_s:g}s")
+        await self.exec("chmod -R a-w /tests")
+        r = await self.exec(["bash", "-c", self.folder.test_script, "/tests/test.sh"], env=VERIFIER_ENV,
+                            timeout=self.limits.verifier_timeout_s, cwd="/app")
         info = {"test_exit_code": r.exit_code, "test_output": (r.stdout + r.stderr).decode(errors="replace")[-2000:]}
+        # A reward is trusted only from a test.sh that finished by itself: one the agent's code (run by the
+        # tests) killed, hung past its time or kept from writing a parseable reward is the agent's 0.
+        if r.limit == "wall_time":
+            return verifier_broken(f"tests/test.sh ran past {self.limits.verifier_timeout_s:g}s", info)
+        if r.exit_code < 0:
+            return verifier_broken(f"tests/test.sh was killed by signal {-r.exit_code}", info)
         for name in ("reward.txt", "reward.json"):
             try:  # the host's read opens only a regular file: a fifo or link there fails at once
                 raw = await call(self.sandbox.read_file, f"/logs/verifier/{name}", REWARD_BYTES)
@@ -86,12 +106,11 @@ class TerminalEnv(SandboxEnv):
             text = raw.decode(errors="replace").strip()
             try:
                 reward = Reward(value=float(text)) if name == "reward.txt" else Reward.coerce(json.loads(text))
-            except (ValueError, TypeError):
-                return Reward(failure=FailureKind.VERIFIER_ERROR, info={**info, "error": f"bad {name}: {text[:100]!r}"})
+            except (ValueError, TypeError):  # RewardValueError (NaN, infinities) is a ValueError
+                return verifier_broken(f"bad {name}: {text[:100]!r}", info)
             reward.info.update(info)
             return reward
-        return Reward(failure=FailureKind.VERIFIER_ERROR,
-                      info={**info, "error": "tests/test.sh wrote no /logs/verifier/reward.txt or reward.json"})
+        return verifier_broken("tests/test.sh wrote no /logs/verifier/reward.txt or reward.json", info)
 
     async def run_oracle(self) -> Reward:
         await call(self.sandbox.upload, self.folder.path / "solution", "/solution")
@@ -128,8 +147,13 @@ class TerminalSuite(ListSuite):
 
     def make_env(self, task: Task, pool: Any = None) -> TerminalEnv:
         self.tasks()
-        tf = self.folders.get(task.payload["path"]) or load_task_folder(task.payload["path"])
-        return TerminalEnv(task, tf, pool)
+        provider = as_provider(pool)
+        # the operator's maxima for task.toml's requests: the sandbox configuration's `task_max`
+        most = getattr(getattr(provider.pool, "config", None), "task_max", None) or provider.config.task_max
+        tf = self.folders.get(task.payload["path"])
+        if tf is None or most != TaskMaxima():
+            tf = load_task_folder(task.payload["path"], most)
+        return TerminalEnv(task, tf, provider)
 
 
 register_suite("terminal")(TerminalSuite)

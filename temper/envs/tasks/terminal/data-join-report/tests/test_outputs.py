@@ -10,7 +10,10 @@ def test_report():
 
 
 if __name__ == "__main__":  # runs without pytest too (faster); pytest collects the test_ functions
+    import sys as _sys
+
+    _nonce = _sys.stdin.readline().strip()  # test.sh's, made for this run: printed only after the last check
     for _name, _fn in list(globals().items()):
         if _name.startswith("test_") and callable(_fn):
             _fn()
-    print("all checks passed")
+    print("all checks passed", _nonce)
