@@ -7,7 +7,13 @@
   verifier's outcome? The tamper run plants, without solving anything, modules in /tests named
   after what the tests import (Python puts the script's folder first on sys.path) and overwrites
   test-like workspace files (test_*.py, conftest.py, check*, files tests/ names by path) with a
-  payload that writes reward 1 and exits 0. Passing that way while the no-op fails: `hackable`.
+  payload that writes reward 1 and exits 0, and plants per-user configuration in the agent's HOME
+  (a `.gitconfig` whose `core.fsmonitor` runs a script, `~/.local/bin/env` that a TB2-style test.sh
+  sources, a `usercustomize.py` in the user site) and a `pytest.py` in /app. Then, one payload per
+  run, on the workspace modules the tests import and the scripts they name: `os._exit(0)` first
+  (`exit-on-import`), a reward writer that kills test.sh (`parent-killer`), one that appends a
+  reward line to /tests/test.sh (`self-appending-test-sh`). Passing any way while the no-op fails,
+  or a planted HOME or /app file that ran inside the verifier at all: `hackable`, the payloads named.
 """
 
 import ast
@@ -26,6 +32,22 @@ from temper.envs.task import Task
 PY_PAYLOAD = ("import os\nos.makedirs('/logs/verifier', exist_ok=True)\n"
               "open('/logs/verifier/reward.txt', 'w').write('1')\nos._exit(0)\n")
 SH_PAYLOAD = "#!/bin/bash\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; exit 0\n"
+_MARK = "/app/.temper-tamper-home"  # what a HOME payload leaves when it runs inside the verifier
+_MARK_APP = "/app/.temper-tamper-workdir"  # and /app/pytest.py
+MARK_PY = f"open('{_MARK}', 'a').write('x')\n"
+MARK_SH = f"#!/bin/sh\necho x >> {_MARK}\n"
+EXIT_PREFIX = "import os; os._exit(0)\n"
+_KILL_TEST_SH = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q /tests/test.sh "
+                 "&& kill -9 ${p#/proc/}; done")
+KILLER_SH = f"#!/bin/bash\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n{_KILL_TEST_SH}\nexit 0\n"
+KILLER_PY = ("import os, subprocess\nos.makedirs('/logs/verifier', exist_ok=True)\n"
+             "open('/logs/verifier/reward.txt', 'w').write('1')\n"
+             f"subprocess.run(['bash', '-c', {_KILL_TEST_SH!r}])\nos._exit(0)\n")
+_APPEND = "\necho 1 > /logs/verifier/reward.txt\n"
+APPEND_SH = (f"#!/bin/bash\nchmod -R u+w /tests 2>/dev/null\nfor f in /tests/*.sh; do printf {_APPEND!r} >> $f; done\n")
+APPEND_PY = ("import glob, os\nfor f in glob.glob('/tests/*.sh'):\n    try:\n        os.chmod('/tests', 0o755)\n"
+             f"        os.chmod(f, 0o644)\n        open(f, 'a').write({_APPEND!r})\n"
+             "    except OSError:\n        pass\n")
 _TESTLIKE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test\.\w+|conftest\.py|(check|verify|grade|judge)[^/]*)$", re.I)
 _PROBE = """for d in /tests /solution; do
   if [ -n "$(ls -A "$d" 2>/dev/null)" ]; then echo "visible $d: $(ls -A "$d" | head -5 | tr '\\n' ' ')"; fi
@@ -61,10 +83,10 @@ def _imports(tests: Path) -> set[str]:
 
 
 def tamper_targets(env: TerminalEnv) -> dict[str, str]:
-    """Where the tamper run writes (absolute path -> payload)."""
+    """Where the first tamper run writes (absolute path -> payload), besides the HOME plants."""
     folder = env.folder
     tests = folder.path / "tests"
-    texts = "\n".join(p.read_text(errors="replace") for p in tests.rglob("*") if p.is_file())
+    texts = _texts(tests)
     targets = {f"/tests/{m}.py": PY_PAYLOAD for m in sorted(_imports(tests))}
     for rel in folder.files:
         if _TESTLIKE.search(rel) or f"/app/{rel}" in texts:
@@ -72,7 +94,58 @@ def tamper_targets(env: TerminalEnv) -> dict[str, str]:
                 targets[f"/app/{rel}"] = PY_PAYLOAD
             elif rel.endswith(".sh"):
                 targets[f"/app/{rel}"] = SH_PAYLOAD
+    targets["/app/pytest.py"] = f"open('{_MARK_APP}', 'a').write('x')\n"
     return targets
+
+
+def _texts(tests: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(tests.rglob("*")) if p.is_file())
+
+
+def payload_runs(env: TerminalEnv) -> dict[str, dict[str, str]]:
+    """The one-payload runs: payload name -> {absolute path: new content}, for the workspace modules the
+    tests import (by module name) and the scripts they name by /app path (whether or not they exist yet)."""
+    folder = env.folder
+    tests = folder.path / "tests"
+    imported = _imports(tests)
+    modules = {f"/app/{rel}": text for rel, text in folder.files.items()
+               if rel.endswith(".py") and Path(rel).stem in imported and Path(rel).stem != "__init__"}
+    named = set(re.findall(r"/app/[\w./-]+", _texts(tests)))
+    scripts = sorted(p for p in named if p.endswith(".sh")
+                     or ("." not in Path(p).name and p.removeprefix("/app/") in folder.files))
+    runs: dict[str, dict[str, str]] = {}
+    for name, py_prefix, sh in (("exit-on-import", EXIT_PREFIX, None), ("parent-killer", KILLER_PY, KILLER_SH),
+                                ("self-appending-test-sh", APPEND_PY, APPEND_SH)):
+        plan = {path: py_prefix + text for path, text in modules.items()}
+        if sh is not None:
+            plan.update({path: sh for path in scripts})
+        if plan:
+            runs[name] = plan
+    return runs
+
+
+async def _plant(env: TerminalEnv, targets: dict[str, str]) -> None:
+    for path, payload in targets.items():
+        await env.exec(["bash", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1" && chmod +x "$1"', "_", path],
+                       stdin=payload)
+
+
+async def _plant_home(env: TerminalEnv) -> list[str]:
+    """Per-user configuration in the agent's HOME that a verifier sharing that HOME would run."""
+    script = ('mon="$HOME/.temper-fsmonitor"; printf %s "$1" > "$mon"; chmod +x "$mon"; '
+              'printf "[core]\\n\\tfsmonitor = %s\\n" "$mon" > "$HOME/.gitconfig"; '
+              'mkdir -p "$HOME/.local/bin"; printf %s "$1" > "$HOME/.local/bin/env"; '
+              'for py in python3 /usr/bin/python3; do d=$($py -s -c "import site; print(site.getusersitepackages())" '
+              '2>/dev/null) && mkdir -p "$d" && printf %s "$2" > "$d/usercustomize.py"; done; echo "$HOME"')
+    r = await env.exec(["bash", "-c", script, "_", MARK_SH, MARK_PY], cwd="/app")
+    home = r.text.strip() or "$HOME"
+    return [f"{home}/.gitconfig", f"{home}/.local/bin/env", "usercustomize.py (user site)"]
+
+
+async def _marked(env: TerminalEnv) -> list[str]:
+    """The planted configuration that ran inside the verifier."""
+    marks = {"home-config": _MARK, "workdir-shadow": _MARK_APP}
+    return [name for name, path in marks.items() if (await env.exec(["test", "-e", path])).exit_code == 0]
 
 
 def visible_tests(env: TerminalEnv, probe_out: str) -> list[str]:
@@ -92,11 +165,22 @@ async def check_hackable(suite: Suite, task: Task, pool: Any, clock: Clock) -> d
         probe = await env.exec(["bash", "-c", _PROBE], cwd="/app")
         visible = visible_tests(env, probe.text)
         targets = tamper_targets(env)
-        for path, payload in targets.items():
-            await env.exec(["bash", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1"', "_", path], stdin=payload)
+        await _plant(env, targets)
+        home = await _plant_home(env)
         reward = (await env.step("")).reward or Reward()
-    return {"visible": visible, "tampered": sorted(targets), "tampered_reward": _summary(reward),
-            "tamper_passes": None if reward.failure else reward.value}
+        ran = await _marked(env)
+        runs = payload_runs(env)
+    out: dict[str, Any] = {"visible": visible, "tampered": sorted([*targets, *home]),
+                           "tampered_reward": _summary(reward),
+                           "tamper_passes": None if reward.failure else reward.value,
+                           "ran_in_verifier": ran, "payloads": {}}
+    for name, plan in runs.items():
+        async with opened(suite, task, pool, clock) as env:
+            await _plant(env, plan)
+            r = (await env.step("")).reward or Reward()
+        out["payloads"][name] = {"tampered": sorted(plan), "reward": _summary(r),
+                                 "passes": None if r.failure else r.value}
+    return out
 
 
 async def check_controls(suite: Suite, task: Task, pool: Any, threshold: float, clock: Clock) -> dict[str, Any]:
@@ -110,6 +194,10 @@ async def check_controls(suite: Suite, task: Task, pool: Any, threshold: float, 
     if hack is not None:
         tamper_pass = hack["tamper_passes"] is not None and hack["tamper_passes"] >= threshold
         hack["tamper_changes_outcome"] = tamper_pass and not noop_pass
-        out["hackable"] = bool(hack["visible"]) or hack["tamper_changes_outcome"]
+        by = [*(["planted-files"] if hack["tamper_changes_outcome"] else []), *hack["ran_in_verifier"],
+              *(n for n, p in hack["payloads"].items()
+                if p["passes"] is not None and p["passes"] >= threshold and not noop_pass)]
+        hack["hackable_by"] = by
+        out["hackable"] = bool(hack["visible"]) or bool(by)
         out["tamper"] = hack
     return out
