@@ -50,8 +50,18 @@ OPTIONAL_FIELDS = (("top_k", 0), ("min_p", 0.0), ("repetition_penalty", 1.0), ("
                    ("frequency_penalty", 0.0), ("ignore_eos", False))
 
 
-def optional_fields(params: SamplingParams) -> dict[str, Any]:
-    out = {name: getattr(params, name) for name, default in OPTIONAL_FIELDS if getattr(params, name) != default}
+def sampling_fields(params: SamplingParams) -> dict[str, Any]:
+    """One sample's sampling parameters as vLLM's and temper serve's completions take them: the fields every
+    request sends, then those that differ from their defaults."""
+    out: dict[str, Any] = {"max_tokens": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
+                           "n": 1, "logprobs": params.logprobs, "skip_special_tokens": params.skip_special_tokens}
+    if params.seed is not None:
+        out["seed"] = params.seed
+    if params.stop:
+        out["stop"] = list(params.stop)
+    if params.stop_token_ids:
+        out["stop_token_ids"] = list(params.stop_token_ids)
+    out.update({name: getattr(params, name) for name, default in OPTIONAL_FIELDS if getattr(params, name) != default})
     if params.structured is not None:  # vLLM's field; temper serve takes it too
         out["structured_outputs"] = params.structured.as_dict()
     return out
@@ -99,18 +109,7 @@ class RemoteClient:
         raise RemoteError(f"{self.base}{path}: still busy (429) after {self.max_retries} retries")
 
     def request_body(self, token_ids: list[int], params: SamplingParams) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model, "prompt": list(token_ids), "max_tokens": params.max_tokens,
-            "temperature": params.temperature, "top_p": params.top_p, "n": 1, "logprobs": params.logprobs,
-            "return_token_ids": True, "skip_special_tokens": params.skip_special_tokens,
-        }
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.stop:
-            body["stop"] = list(params.stop)
-        if params.stop_token_ids:
-            body["stop_token_ids"] = list(params.stop_token_ids)
-        return {**body, **optional_fields(params)}
+        return {"model": self.model, "prompt": list(token_ids), "return_token_ids": True, **sampling_fields(params)}
 
     async def generate(self, token_ids: list[int], params: SamplingParams) -> Completion:
         """The GenerationClient call: one sample for one token-id prompt."""

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temper.generation import Completion, RemoteClient, RemoteError, RequestError, SamplingParams
-from temper.generation.remote_client import optional_fields
+from temper.generation.remote_client import sampling_fields
 
 
 class VllmClient(RemoteClient):
@@ -33,16 +33,7 @@ class VllmClient(RemoteClient):
         self.version = initial_version
 
     def request_body(self, token_ids: list[int], params: SamplingParams) -> dict[str, Any]:
-        sp: dict[str, Any] = {"max_tokens": params.max_tokens, "temperature": params.temperature,
-                              "top_p": params.top_p, "logprobs": params.logprobs, "n": 1,
-                              "skip_special_tokens": params.skip_special_tokens}
-        if params.seed is not None:
-            sp["seed"] = params.seed
-        if params.stop:
-            sp["stop"] = list(params.stop)
-        if params.stop_token_ids:
-            sp["stop_token_ids"] = list(params.stop_token_ids)
-        return {"model": self.model, "token_ids": list(token_ids), "sampling_params": {**sp, **optional_fields(params)}}
+        return {"model": self.model, "token_ids": list(token_ids), "sampling_params": sampling_fields(params)}
 
     async def generate(self, token_ids: list[int], params: SamplingParams) -> Completion:
         if params.n != 1:
