@@ -77,6 +77,9 @@ def test_a_home_gitconfig_does_not_reach_the_tests_git(shipped) -> None:
               "printf '[core]\\n\\tfsmonitor = /tmp/monitor.sh\\n' > $HOME/.gitconfig")
     reward, pwned = _shipped(shipped, "git-commit-changes", attack)
     assert not pwned and reward.ok and reward.value == 0.0, reward
+    in_repo = attack.replace("> $HOME/.gitconfig", ">> /app/project/.git/config")  # the repository's own config
+    reward, pwned = _shipped(shipped, "git-commit-changes", in_repo)
+    assert not pwned and reward.ok and reward.value == 0.0, reward
     solve = _solve(shipped, "git-commit-changes")
     assert _shipped(shipped, "git-commit-changes", attack + "\n" + solve)[0].value == 1.0  # control, same config
 

@@ -31,6 +31,10 @@ VERIFIER_ENV = {
     "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "",
     "PYTHONSTARTUP": "", "PYTHONUSERBASE": f"{VERIFIER_ROOM}/home/.local",
     "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "BASH_ENV": "", "ENV": "", "INPUTRC": "/dev/null",
+    # a repository's own .git/config is the agent's: these override it (command-line configuration wins)
+    "GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath", "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_CONFIG_KEY_2": "core.pager", "GIT_CONFIG_VALUE_2": "cat",
     "PIP_CONFIG_FILE": "/dev/null", "NPM_CONFIG_USERCONFIG": "/dev/null",
     "PYTEST_ADDOPTS": "", "PYTEST_PLUGINS": "", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "",
 }
