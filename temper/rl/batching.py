@@ -6,7 +6,7 @@ every packed sequence, the segment layout for the attention backend, and flat pe
 The logprob of token j is read from the hidden state at position j - 1 of the same sequence.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -30,6 +30,29 @@ class Sample:
 
 
 @dataclass
+class TokenValues:
+    """A micro-batch's values per loss token, each [N]: first what its samples carried (a key of `Sample.values`
+    a sample lacks is zeros), then what the trainer computes for the step."""
+
+    adv: torch.Tensor  # advantage (the critic's per-token ones under gae)
+    behaviour: torch.Tensor  # logprob under the policy that sampled the token (mu)
+    version: torch.Tensor | None = None  # policy version that sampled the token (rollouts only)
+    keep: torch.Tensor | None = None  # 1 on a real loss token; 0 on fillers' and off-policy-masked ones
+    old_logp: torch.Tensor | None = None  # pi_old, recomputed (or the behaviour logprobs standing in)
+    ref_logp: torch.Tensor | None = None  # the reference model's (KL penalty)
+    is_weight: torch.Tensor | None = None  # truncated importance weight pi_old / mu
+    weight: torch.Tensor | None = None  # loss weight: weight * loss summed over the step aggregates it
+    old_values: torch.Tensor | None = None  # the critic's values before the update (gae)
+    returns: torch.Tensor | None = None  # GAE returns (gae)
+
+    SAMPLED = ("adv", "behaviour", "version")  # the fields a Sample's values may carry
+
+    def to(self, device: torch.device) -> "TokenValues":
+        return TokenValues(**{f.name: None if (t := getattr(self, f.name)) is None else t.to(device)
+                              for f in fields(self)})
+
+
+@dataclass
 class MicroBatch:
     input_ids: torch.Tensor  # [B, T]
     positions: torch.Tensor  # [B, T]
@@ -40,7 +63,7 @@ class MicroBatch:
     targets: torch.Tensor  # [N]
     seq_index: torch.Tensor  # [N] which of `sample_ids` each loss token belongs to
     sample_ids: list[int]
-    values: dict[str, torch.Tensor]  # per loss token [N]
+    values: TokenValues  # per loss token [N]
     filler: bool = False  # a zero-weight stand-in that keeps the ranks' collectives in step
 
     @property
@@ -62,6 +85,9 @@ def collate(samples: list[Sample], rows: list[list[int]], packed: bool, pad_id: 
     pos = torch.zeros((len(rows), big_t), dtype=torch.long)
     pmask = torch.zeros((len(rows), big_t), dtype=torch.long)
     keys = sorted({k for row in rows for i in row for k in samples[i].values})
+    if unknown := set(keys) - set(TokenValues.SAMPLED):
+        raise ValueError(f"Sample values {sorted(unknown)}: a sample carries only {', '.join(TokenValues.SAMPLED)}")
+    keys = sorted({*keys, "adv", "behaviour"})  # every micro-batch has both (zeros where no sample gave them)
     index, targets, seq_index, sample_ids = [], [], [], []
     values: dict[str, list[torch.Tensor]] = {k: [] for k in keys}
     segments = []
@@ -89,7 +115,7 @@ def collate(samples: list[Sample], rows: list[list[int]], packed: bool, pad_id: 
     return MicroBatch(
         input_ids=ids, positions=pos, segments=segments, packed=packed, padding_mask=pmask,
         index=torch.cat(index), targets=torch.cat(targets), seq_index=torch.cat(seq_index), sample_ids=sample_ids,
-        values={k: torch.cat(v) for k, v in values.items()},
+        values=TokenValues(**{k: torch.cat(v) for k, v in values.items()}),
     )
 
 

@@ -56,7 +56,7 @@ class Critic(nn.Linear):
                 r = torch.zeros(len(idx))
                 r[-1] = rewards[s]
                 adv[idx], ret[idx] = gae(r, values[idx], self.gamma, self.lam)
-        mb.values.update(adv=adv, old_values=values, returns=ret)
+        mb.values.adv, mb.values.old_values, mb.values.returns = adv, values, ret
 
     def loss(self, mb: MicroBatch, hidden: torch.Tensor) -> torch.Tensor:
-        return value_loss(self.values(hidden), mb.values["old_values"], mb.values["returns"], self.clip)
+        return value_loss(self.values(hidden), mb.values.old_values, mb.values.returns, self.clip)

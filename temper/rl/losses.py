@@ -82,13 +82,13 @@ def token_weights(lengths: list[int], mode: Aggregation, norm_length: int | None
 
 def set_loss_weights(mbs: list[MicroBatch], num_samples: int, mode: Aggregation, norm_length: int | None = None
                      ) -> None:
-    """values["weight"] of every loss token of the step's micro-batches (of every rank), so that summing
-    weight * loss over them aggregates as `mode`; a token with values["keep"] = 0 (fillers') counts nowhere."""
+    """values.weight of every loss token of the step's micro-batches (of every rank), so that summing
+    weight * loss over them aggregates as `mode`; a token with values.keep = 0 (fillers') counts nowhere."""
     device = mbs[0].targets.device if mbs else None  # the trainer's (its micro-batches follow the model)
     lengths = torch.zeros(num_samples, device=device)
     for mb in mbs:
-        lengths.index_add_(0, torch.tensor(mb.sample_ids, device=device)[mb.seq_index], mb.values["keep"])
+        lengths.index_add_(0, torch.tensor(mb.sample_ids, device=device)[mb.seq_index], mb.values.keep)
     weights = torch.tensor(token_weights([int(n) for n in dist.all_reduce_sum(lengths).tolist()], mode, norm_length),
                            device=device)
     for mb in mbs:
-        mb.values["weight"] = weights[torch.tensor(mb.sample_ids, device=device)[mb.seq_index]] * mb.values["keep"]
+        mb.values.weight = weights[torch.tensor(mb.sample_ids, device=device)[mb.seq_index]] * mb.values.keep

@@ -87,9 +87,9 @@ def sft_step(trainer: Trainer, samples: list[Sample]) -> UpdateStats:
 
     def nll(mb: MicroBatch, sums: Sums) -> torch.Tensor:
         logp, entropy = micro_batch_logprobs(trainer.model, mb, trainer.cfg.trainer.logits_chunk)
-        sums.loss_tokens += float(mb.values["keep"].sum())
-        sums.entropy += float((entropy.detach() * mb.values["keep"]).sum())
-        return -(logp * mb.values["weight"]).sum()
+        sums.loss_tokens += float(mb.values.keep.sum())
+        sums.entropy += float((entropy.detach() * mb.values.keep).sum())
+        return -(logp * mb.values.weight).sum()
 
     sums = Sums()
     trainer.update(mbs, nll, sums)

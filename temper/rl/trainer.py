@@ -103,7 +103,7 @@ class Trainer:
         return stats
 
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
-        """This rank's share (every world-th micro-batch), then fillers so that ranks stay in step; values["keep"]
+        """This rank's share (every world-th micro-batch), then fillers so that ranks stay in step; values.keep
         is 1 on every real loss token."""
         t = self.cfg.trainer
         mine = make_micro_batches(samples, t.micro_batch_tokens, t.packing, self.pad_id)[dist.rank()::dist.world_size()]
@@ -113,7 +113,7 @@ class Trainer:
                  for _ in range(dist.all_reduce_max(len(mine)) - len(mine))]
         mine = [_to_device(mb, self.device) for mb in mine]
         for mb in mine:
-            mb.values["keep"] = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0, device=self.device)
+            mb.values.keep = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0, device=self.device)
         return mine
 
     @torch.no_grad()
@@ -127,36 +127,36 @@ class Trainer:
                     old, _, hidden = micro_batch_logprobs(self.model, mb, cfg.trainer.logits_chunk, with_hidden=True,
                                                           temperature=self.temperature)
                 if not op.recompute_logprobs:  # the behaviour policy stands in for pi_old
-                    old = v["behaviour"]
-                v["old_logp"] = old = old.float()
+                    old = v.behaviour
+                v.old_logp = old = old.float()
                 if self.ref_model is not None:
-                    v["ref_logp"] = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk,
+                    v.ref_logp = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk,
                                                          temperature=self.temperature)[0].float()
                 if self.critic is not None:
                     self.critic.advantages(mb, hidden, rewards)
-            w, keep = importance_weights(old, v["behaviour"], mb.seq_index, len(mb.sample_ids), op.tis, op.cap,
+            w, keep = importance_weights(old, v.behaviour, mb.seq_index, len(mb.sample_ids), op.tis, op.cap,
                                          op.mask_low, op.mask_high)
-            v["is_weight"], v["keep"] = w, v["keep"] * keep
+            v.is_weight, v.keep = w, v.keep * keep
             if not mb.filler:
-                k3, k1 = mismatch_kl_sums(old, v["behaviour"])
+                k3, k1 = mismatch_kl_sums(old, v.behaviour)
                 sums.mismatch_k3 += k3
                 sums.mismatch_k1 += k1
                 sums.mismatch_tokens += old.numel()
                 sums.is_masked += float((~keep).sum())
-                if "version" in v:  # staleness 0: sampled by the weights pi_old was just computed with
-                    fresh = v["version"] == self.policy_version
-                    sums.fresh_abs_diff += float((old - v["behaviour"]).abs()[fresh].sum())
+                if v.version is not None:  # staleness 0: sampled by the weights pi_old was just computed with
+                    fresh = v.version == self.policy_version
+                    sums.fresh_abs_diff += float((old - v.behaviour).abs()[fresh].sum())
                     sums.fresh_tokens += float(fresh.sum())
         set_loss_weights(mbs, num_samples, cfg.loss.aggregation, cfg.loss.norm_length)
 
     def _policy_loss(self, mb: MicroBatch, sums: Sums) -> torch.Tensor:
-        c, v, keep = self.cfg.loss, mb.values, mb.values["keep"]
+        c, v, keep = self.cfg.loss, mb.values, mb.values.keep
         logp, entropy, hidden = micro_batch_logprobs(self.model, mb, self.cfg.trainer.logits_chunk, with_hidden=True,
                                                      temperature=self.temperature)
-        pg, clipped = clipped_policy_loss(logp, v["old_logp"], v["adv"], c.clip_low, c.clip_high, c.dual_clip)
-        per_token = pg * v["is_weight"]
+        pg, clipped = clipped_policy_loss(logp, v.old_logp, v.adv, c.clip_low, c.clip_high, c.dual_clip)
+        per_token = pg * v.is_weight
         if self.ref_model is not None and c.kl_coef > 0:
-            kl = kl_penalty(logp, v["ref_logp"], c.kl_estimator)
+            kl = kl_penalty(logp, v.ref_logp, c.kl_estimator)
             per_token = per_token + c.kl_coef * kl
             sums.kl += float((kl.detach() * keep).sum())
         if c.entropy_coef > 0:
@@ -171,7 +171,7 @@ class Trainer:
         sums.clipped_low += float((clipped["clipped_low"].float() * keep).sum())
         if "clipped_dual" in clipped:
             sums.clipped_dual += float((clipped["clipped_dual"].float() * keep).sum())
-        return (per_token * v["weight"]).sum()
+        return (per_token * v.weight).sum()
 
     def _autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16,
@@ -235,5 +235,5 @@ def _to_device(mb: MicroBatch, device: torch.device) -> MicroBatch:
         return mb
     move = {f: getattr(mb, f).to(device) for f in ("input_ids", "positions", "padding_mask", "index", "targets",
                                                    "seq_index")}
-    return replace(mb, **move, values={k: v.to(device) for k, v in mb.values.items()})
+    return replace(mb, **move, values=mb.values.to(device))
 

@@ -108,12 +108,12 @@ def test_loss_weights_span_micro_batches_and_skip_masked_tokens_and_fillers():
     filler = dataclasses.replace(make_micro_batches(samples[:1], 4, True)[0], filler=True)
     mbs.append(filler)
     for mb in mbs:
-        mb.values["keep"] = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0)
+        mb.values.keep = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0)
     set_loss_weights(mbs, 2, "seq_mean")
-    assert [mb.values["weight"].tolist() for mb in mbs] == [approx([1 / 6] * 3), approx([1 / 4] * 2), [0.0] * 3]
-    mbs[0].values["keep"][0] = 0.0  # masked (off-policy): sequence 0 now has 2 loss tokens
+    assert [mb.values.weight.tolist() for mb in mbs] == [approx([1 / 6] * 3), approx([1 / 4] * 2), [0.0] * 3]
+    mbs[0].values.keep[0] = 0.0  # masked (off-policy): sequence 0 now has 2 loss tokens
     set_loss_weights(mbs, 2, "token_mean")
-    assert [mb.values["weight"].tolist() for mb in mbs] == [[0.0, 0.25, 0.25], [0.25, 0.25], [0.0] * 3]
+    assert [mb.values.weight.tolist() for mb in mbs] == [[0.0, 0.25, 0.25], [0.25, 0.25], [0.0] * 3]
 
 
 def test_truncated_importance_sampling_token_and_sequence():

@@ -16,7 +16,7 @@ def _samples(lengths, seed=0):
         tokens = torch.randint(0, 64, (n,), generator=g)
         mask = torch.zeros(n, dtype=torch.bool)
         mask[n // 3:] = True
-        out.append(Sample(tokens, mask, {"w": torch.rand(n, generator=g)}))
+        out.append(Sample(tokens, mask, {"adv": torch.rand(n, generator=g)}))
     return out
 
 
@@ -25,7 +25,7 @@ def _loss_and_grads(model, mbs):
     total = 0.0
     for mb in mbs:
         logp, _ = micro_batch_logprobs(model, mb, chunk=7)
-        loss = (logp * mb.values["w"]).sum()
+        loss = (logp * mb.values.adv).sum()
         loss.backward()
         total += float(loss.detach())
     return total, {n: p.grad.clone() for n, p in model.named_parameters()}
