@@ -5,6 +5,7 @@ verifier's contract; docs/sandbox.md, the reward channel)."""
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,26 @@ def test_filling_the_shared_scratch_space_is_a_zero_not_masked(task_folder) -> N
     assert reward.ok and reward.value == 0.0 and not reward.info.get("verifier_broken_by_agent")
     reward, _ = _episode(suite, task, "touch /app/done.txt")
     assert reward.ok and reward.value == 1.0
+
+
+def _pytest_template() -> str:
+    """The pytest-based test.sh docs/envs.md gives as the template."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "envs.md").read_text()
+    start = doc.index("# tests/test.sh of a pytest-based task")
+    return "#!/bin/bash\n" + doc[start:doc.index("```", start)]
+
+
+def test_the_docs_pytest_template_fails_an_early_exit_and_passes_a_solution(task_folder) -> None:
+    folder = task_folder(test_sh=_pytest_template())
+    tests = "import sys\nsys.path.insert(0, '/app')\n\n" + "".join(
+        f"def test_{i}():\n    import lib\n    assert lib.double({i}) == {2 * i}\n\n" for i in range(4))
+    (folder / "tests" / "test_outputs.py").write_text(tests)
+    suite = parse_spec(f"terminal:path={folder}")
+    (task,) = suite.tasks()
+    fix = "printf 'def double(x):\\n    return 2 * x\\n' > /app/lib.py"
+    exit_early = "printf 'import os\\nos._exit(0)\\n' > /app/lib.py"
+    assert _episode(suite, task, fix)[0].value == 1.0  # control
+    reward, _ = _episode(suite, task, exit_early)
+    assert reward.ok and reward.value == 0.0, reward
+    reward, _ = _episode(suite, task, "printf 'def double(x):\\n    return x\\n' > /app/lib.py")
+    assert reward.ok and reward.value == 0.0, reward
