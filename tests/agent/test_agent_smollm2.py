@@ -30,6 +30,7 @@ class ThreeQuestions(Environment):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_smollm2_multi_turn_episode_through_the_engine(smollm2) -> None:
     from temper.engine import EngineConfig, LLMEngine
     from temper.engine.async_engine import AsyncEngine

@@ -146,6 +146,7 @@ def test_smaller_draft_vocabulary_drafts_only_what_it_knows(target):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_layer_skip_self_speculation_on_smollm2(smollm2):
     """SmolLM2 drafts for itself with its first 20 of 30 layers (shared embeddings, final norm and head)."""
     tok = smollm2.tokenizer

@@ -11,7 +11,7 @@ from engine_texts import CODE, DECLARATION, TALE
 from temper.engine import EngineConfig, LLMEngine, SpeculativeConfig
 from temper.generation import SamplingParams
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")

@@ -70,6 +70,7 @@ def test_logprobs_are_those_of_the_constrained_distribution(engine, smollm2_toke
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_speculative_drafts_are_checked_against_the_grammar(smollm2):
     """The prompt holds the allowed text and a near miss: the n-gram drafts it yields are cut where the
     grammar forbids them, the rest verified against the constrained greedy choice; the output is the

@@ -62,6 +62,7 @@ def test_pass_rates_strata_sparsity_and_manifest(tmp_path: Path, smollm2_tokeniz
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_real_smollm2_pass_rate(tmp_path: Path, smollm2) -> None:
     root = policy_suite(tmp_path / "tasks")
     cfg = EnvQAConfig.from_recipe(dict(suite=f"terminal:path={root}", samples=2, oracle_runs=1,

@@ -4,7 +4,11 @@ stay fast: reproducibility over N runs is proved on the planted tasks)."""
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from temper.envqa import EnvQAConfig, run_envqa
+
+pytestmark = pytest.mark.e2e
 
 
 def test_shipped_terminal_tasks_pass_every_structural_check(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from temper.cli.main import app
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "evals.md").read_text()
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", DOC, flags=re.S)

@@ -14,7 +14,7 @@ from temper.evals.config import EvalConfig
 from temper.evals.harness import evaluate
 from temper.evals.solvers import NoopSolver, OracleSolver
 
-pytestmark = __import__("pytest").mark.slow
+pytestmark = [__import__("pytest").mark.slow, __import__("pytest").mark.e2e]
 
 
 def temper(*args: str, **kw) -> subprocess.Popen:

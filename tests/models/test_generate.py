@@ -73,6 +73,7 @@ def test_generate_prints_the_completion(tiny_folder):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_readme_command_answers(tmp_path):
     """README's first command (after setup): the bundled model answers a chat question."""
     proc = subprocess.run(

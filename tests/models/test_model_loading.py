@@ -9,6 +9,7 @@ from temper.models import LlamaForCausalLM, generate_reference, load_model, save
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_bundled_smollm2_loads_and_answers(smollm2):
     assert isinstance(smollm2.model, LlamaForCausalLM) and not smollm2.model.training
     assert smollm2.config.num_hidden_layers == 30 and smollm2.config.vocab_size == 49152
@@ -21,6 +22,7 @@ def test_bundled_smollm2_loads_and_answers(smollm2):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_cached_load_is_fast(smollm2_path):
     start = time.perf_counter()
     loaded = load_model("smollm2-135m")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from temper.cli.main import app
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "models.md").read_text()

@@ -8,7 +8,7 @@ import torch
 from temper.models import generate_reference
 from temper.models.registry import BUNDLED
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 PROMPTS = [
     "Write a short story about a robot who learns to paint.",

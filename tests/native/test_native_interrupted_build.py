@@ -8,6 +8,8 @@ import re
 import pytest
 from interrupt_helpers import env, kill_when, python, run, start
 
+pytestmark = pytest.mark.e2e
+
 NEXT_ENGINE = """
 import copy, logging, sys
 logging.basicConfig(level=logging.INFO, format="%(message)s")

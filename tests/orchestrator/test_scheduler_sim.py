@@ -15,6 +15,7 @@ SIM = ROOT / "benchmarks" / "scheduler_sim.py"
 
 
 @pytest.mark.slow  # two Python processes that import temper (~20 s on a loaded 2-core box)
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_small_fleet_keeps_the_mix_and_retries_and_quarantines_through_the_real_path(tmp_path: Path) -> None:
     out = tmp_path / "scheduler_sim.json"

@@ -31,6 +31,7 @@ def _greedy_accuracy(engine: LLMEngine) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_grpo_learns_digit_sums_with_engine_rollouts():
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=ANSWER + 2 * DIGITS - 1, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

@@ -54,6 +54,7 @@ def test_sft_step_lowers_the_loss_on_demonstrations():
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_assistant_mask_covers_exactly_the_assistant_turns(smollm2_tokenizer):
     tok = smollm2_tokenizer
     messages = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "It is 4."},

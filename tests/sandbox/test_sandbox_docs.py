@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
 BLOCKS = re.findall(r"```(bash|python)\n(.*?)```", DOC.read_text(), re.S)
 
