@@ -20,7 +20,7 @@ class FailureKind(StrEnum):
     WORKER_ERROR = "worker_error"
     ENGINE_ERROR = "engine_error"
     VERIFIER_ERROR = "verifier_error"  # the verifier itself broke (wrote no reward, crashed)
-    AGENT_PROGRAM = "agent_program"  # an external agent program crashed or never reached the model
+    AGENT_PROGRAM = "agent_program"  # an external agent program never reached the model (a crash after is a 0)
 
 
 @dataclass

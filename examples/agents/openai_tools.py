@@ -10,6 +10,7 @@ command in the task's sandbox). Its last stdout line is its answer.
 
 import json
 import os
+import sys
 
 import httpx
 import openai
@@ -22,7 +23,8 @@ BASH = {"type": "function", "function": {
 def bash(command: str) -> str:
     r = httpx.post(os.environ["TEMPER_EXEC_URL"], json={"command": command, "timeout": 30}, timeout=60,
                    headers={"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"})
-    r.raise_for_status()
+    if r.status_code != 200:  # the model reads why (a refused command, a sandbox that is gone)
+        return f"error: {r.status_code} {r.text}"[-2000:]
     out = r.json()
     return f"exit code {out['exit_code']}\n{out['stdout']}{out['stderr']}"[-2000:]
 
@@ -34,7 +36,11 @@ def main(max_turns: int = 6) -> None:
                 {"role": "user", "content": os.environ["TEMPER_INSTRUCTION"]}]
     answer = ""
     for _ in range(max_turns):
-        reply = client.chat.completions.create(model="policy", messages=messages, tools=[BASH]).choices[0].message
+        try:
+            reply = client.chat.completions.create(model="policy", messages=messages, tools=[BASH]).choices[0].message
+        except openai.BadRequestError as exc:  # e.g. the conversation outgrew the context: stop with what we have
+            print(f"model call refused: {exc.message}", file=sys.stderr)
+            break
         messages.append(reply.model_dump(exclude_none=True))
         if not reply.tool_calls:
             answer = reply.content or ""

@@ -29,6 +29,10 @@ class AgentConfig(ConfigModel):
     kind: Literal["builtin", "external"] = "builtin"
     command: list[str] | None = None  # the external program's argv (a string is split as a shell would)
     memory_mb: int = Field(4096, ge=64)  # the external program's address-space limit
+    # An external program's request that constrains sampling (response_format, a forcing tool_choice,
+    # structured_outputs): refuse: a 400 naming the field; mark: sampled under the grammar, its segment
+    # flagged (info.constrained) and kept out of the loss (its logprobs are over the allowed tokens only).
+    constrained_requests: Literal["refuse", "mark"] = "refuse"
     system_prompt: str | None = None  # None: the default agent prompt (temper.agent.context.SYSTEM_PROMPT)
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)

@@ -25,6 +25,7 @@ from temper.agent.context import SYSTEM_PROMPT, ContextManager, Summarizer, Turn
 from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord, tool_call_counts, turn_actions
 from temper.agent.toolcall import EXAMPLE, ToolCall, parse_tool_calls
 from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
+from temper.agent.tools.builtin import settle
 from temper.agent.transcript import Transcript
 from temper.envs.env import Environment, StepResult
 from temper.envs.reward import Reward
@@ -64,7 +65,7 @@ class Episode:
         self.tools = {**{n: BUILTIN[n] for n in env.tools if n in BUILTIN}, **loop.user_tools}
         self.fmt = ChatFormat(loop.tok, list(self.tools.values()))
         self.ctx = ContextManager(self.fmt, self.cfg.max_context_tokens, self.cfg.context, loop.summarizer)
-        self.tool_ctx = ToolContext(env=env)
+        self.tool_ctx = ToolContext(env=env, timeout_s=self.cfg.tool_timeout_s)
         self.windows: list[Transcript] = []
         self.tr = Transcript()
         self.turns: list[TurnRecord] = []
@@ -89,6 +90,7 @@ class Episode:
             self.messages = self.ctx.initial(self.system, self.task_text)
             self.new_window(self.messages)
             self.acting = True  # from here on, the sandbox holds what the agent did
+            self.tool_ctx.deadline = time.monotonic() + self.cfg.episode_timeout_s  # no command outlives it
             try:
                 async with asyncio.timeout(self.cfg.episode_timeout_s):
                     result = await self.act()
@@ -206,6 +208,14 @@ class Episode:
             return f"{call.name} failed: {type(exc).__name__}: {exc}", True
 
     async def step(self, answer: str) -> StepResult:
+        t = time.monotonic()
+        # A tool call cut short (its own or the episode's timeout) leaves its command to the sandbox, which
+        # kills it at its timeout (at most tool_timeout_s, and by the episode's end): the agent's time, so
+        # it is waited for here, never by the verifier (whose timeout would mask the episode).
+        crash = await settle(self.tool_ctx.pending)
+        self.timings["tools_s"] += time.monotonic() - t
+        if crash is not None:
+            raise SandboxEnded(crash_reward(crash, "during a tool call cut short"))
         t = time.monotonic()
         try:
             return await self.env.step(answer)

@@ -10,7 +10,9 @@ client, recorded, plus the exec/file routes of the episode's sandbox (sandbox_ro
 Every route wants `Authorization: Bearer KEY`, the episode's key; once the episode ends the key is
 refused (401) and the server stops. Sampling follows the agent config (temperature, top_p, the
 turn and context budgets), not the harness: the trainer's logprobs must be those of the policy
-it trains. A reply's `token_ids` and `prompt_token_ids` come back with `return_token_ids: true`.
+it trains, so a request that constrains sampling is refused (400 naming the field) unless
+agent.constrained_requests is `mark`. A reply's `token_ids` and `prompt_token_ids` come back with
+`return_token_ids: true`.
 """
 
 import asyncio
@@ -27,6 +29,7 @@ from fastapi import FastAPI, Request
 from temper.agent.config import AgentConfig
 from temper.agent.episode import ToolRecord
 from temper.agent.tools.base import Tool
+from temper.agent.tools.builtin import settle
 from temper.external.recorder import Recorder
 from temper.external.sandbox_routes import add_sandbox_routes
 from temper.generation import GenerationClient, SamplingParams
@@ -57,6 +60,10 @@ class EpisodeState:
     messages: list[dict[str, Any]] = field(default_factory=list)  # the last chat conversation, with its reply
     # One model call at a time: whether a call extends the record depends on the one before it.
     calls_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The agent phase's end (time.monotonic()): no /exec command outlives it. `pending`: sandbox calls
+    # still running (their request may be gone with the program), waited for before the verifier.
+    deadline: float | None = None
+    pending: set[Any] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.recorder = Recorder(self.tokenizer)
@@ -85,9 +92,16 @@ class EpisodeLayer(OpenAILayer):
         return ids, tools
 
     def sampling(self, body: Sampling, job: Job) -> SamplingParams:
-        """The agent config's sampling; of the request only its stop strings, constraint, logprobs and a
-        shorter max_tokens count (none of them changes the distribution a token is drawn from)."""
+        """The agent config's sampling; of the request only its stop strings, logprobs and a shorter
+        max_tokens count (none of them changes the distribution a token is drawn from). A constraint
+        (serve's: response_format, a forcing tool_choice, structured_outputs) would: it is refused, or
+        with agent.constrained_requests=mark it runs and `record` flags the call (kept out of the loss)."""
         a, ids, asked = self.st.agent, job.prompts[0], job.params
+        if asked.structured is not None and a.constrained_requests == "refuse":
+            name = constraint_field(job)
+            raise ApiError(400, f"{name}: the episode endpoint samples the policy unconstrained (a constrained "
+                                "answer's logprobs are over the allowed tokens only, not the policy's; "
+                                "agent.constrained_requests=mark allows it and keeps the call out of the loss)", name)
         where = "messages" if job.kind == "chat" else "prompt"
         room = a.max_context_tokens - len(ids)
         if room < 1:
@@ -112,13 +126,21 @@ class EpisodeLayer(OpenAILayer):
         chat = isinstance(body, ChatRequest)
         reply = job.message(0) if chat else None
         self.st.recorder.record(job.api, job.prompts[0], job.done[0], job.record, time.perf_counter() - job.start,
-                                body if chat else None, reply)
+                                body if chat else None, reply,
+                                constrained=constraint_field(job) if job.params.structured is not None else "")
         if chat:
             self.st.messages = [*job.content, reply]
 
     def refused(self, job: Job, exc: ApiError) -> None:
         if exc.status >= 500:  # the policy failed: the episode is an infrastructure failure
             self.st.engine_error = exc.message
+
+
+def constraint_field(job: Job) -> str:
+    """The request field a call's constraint came from, as the program wrote it (Responses: text.format)."""
+    if job.api == "responses" and job.structured_field == "response_format":
+        return "text.format"
+    return job.structured_field
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -154,6 +176,9 @@ class EpisodeEndpoint:
 
     async def __aexit__(self, *exc: object) -> None:
         self.state.closed = True
+        crash = await settle(self.state.pending)  # the commands left running end by their (clamped) timeouts
+        if crash is not None and self.state.sandbox_crash is None:
+            self.state.sandbox_crash = crash
         if self.server is not None and self.task is not None:
             self.server.should_exit = True
             try:

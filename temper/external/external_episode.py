@@ -5,14 +5,17 @@ runs with its environment (OPENAI_BASE_URL, OPENAI_API_KEY, TEMPER_INSTRUCTION, 
 TEMPER_FILES_URL), and when it exits or times out the task's verifier scores what it left: the
 answer is its stdout (stripped), the sandbox is what it did there. Failure kinds:
 
-- infrastructure (masked, retried): the program never reached the model, or crashed (non-zero
-  exit, killed by a signal); the policy failed; the sandbox crashed under the host;
-- scored: the program ran and exited 0 (given up or not), or ran out of time (truncated).
+- infrastructure (masked, retried): the program never reached the model (a missing binary, a bad
+  config); the policy failed; the sandbox crashed under the host;
+- scored: the program ran and exited 0 (given up or not), or ran out of time (truncated);
+- a 0 (`info.program_crashed`): it crashed (non-zero exit, a signal) after calling the model: what
+  the policy made of its harness is the policy's, so crashing cannot opt an episode out of its 0.
 """
 
 import asyncio
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +54,8 @@ async def run_external_episode(client: GenerationClient, tokenizer: ChatTokenize
                 obs = await env.reset()
             timings["reset_s"] = asyncio.get_running_loop().time() - t
             with tempfile.TemporaryDirectory(prefix="temper-agent-") as work:
-                async with EpisodeEndpoint(state) as ep:
+                state.deadline = time.monotonic() + cfg.episode_timeout_s
+                async with EpisodeEndpoint(state) as ep:  # its exit waits for the program's sandbox calls
                     program = await run_program(list(cfg.command or []), _program_env(ep.url, state.key, obs.content),
                                                 Path(work), cfg.episode_timeout_s, cfg.memory_mb)
             timings["program_s"] = program.duration_s
@@ -78,9 +82,9 @@ async def _score(env: Environment, state: EpisodeState, program: ProgramResult,
     if not calls:
         return Reward.infra(FailureKind.AGENT_PROGRAM, f"the agent program never called the model: "
                             f"{program.describe()}"), False
-    if not program.timed_out and program.exit_code != 0:
-        return Reward.infra(FailureKind.AGENT_PROGRAM, f"the agent program crashed after {calls} model calls: "
-                            f"{program.describe()}"), False
+    if not program.timed_out and program.exit_code != 0:  # the policy's harness: what it did ends there
+        return Reward(value=0.0, info={"error": f"the agent program crashed after {calls} model calls: "
+                                                f"{program.describe()}", "program_crashed": True}), False
     t = asyncio.get_running_loop().time()
     result = await env.step(program.stdout.strip())
     timings["verify_s"] = asyncio.get_running_loop().time() - t
@@ -98,12 +102,14 @@ def _result(task: Task, state: EpisodeState, reward: Reward, program: ProgramRes
     info = {"suite": task.suite, "agent": "external", **rec.stats(),
             **({"program": {"exit_code": program.exit_code, "timed_out": program.timed_out,
                             "stdout_tail": program.stdout, "stderr_tail": program.stderr}} if program else {}),
-            **({"error": reward.info["error"]} if "error" in reward.info else {})}
+            **({"error": reward.info["error"]} if "error" in reward.info else {}),
+            **({"program_crashed": True} if reward.info.get("program_crashed") else {})}
     trajs = [seg.to_trajectory(reward=reward.value, reward_components=dict(reward.components), task_id=task.id,
                                group_id=group_id, id=f"{task.id}-{episode_id}-{i}", failure=reward.failure,
                                truncated=truncated, timings=dict(timings),
                                info={**info, "window": i, "windows": len(rec.segments),
-                                     "actions": turn_actions(turns, i)})
+                                     "actions": turn_actions(turns, i),
+                                     **({"constrained": rec.constrained(i)} if rec.constrained(i) else {})})
              for i, seg in enumerate(rec.segments)]
     answer = program.stdout.strip() if program else ""
     return EpisodeResult(task, trajs, reward, turns, state.messages, answer)

@@ -30,6 +30,7 @@ class CallRecord:
     prompt_tokens: int
     completion: Completion
     duration_s: float = 0.0
+    constrained: str = ""  # the request field that constrained its sampling (agent.constrained_requests=mark)
 
 
 @dataclass
@@ -48,10 +49,12 @@ class Recorder:
     splits: int = 0
     drift: int = 0
     _last: _LastChat | None = None
+    _drifted: bool = False  # the pending chat call's (counted once it is recorded, not if it is refused)
 
     def chat_prompt(self, req: ChatRequest) -> tuple[list[int], list[Tool], bool]:
         """The prompt ids for a chat request, its tools, and whether it extends the current segment."""
         full, tools = chat_prompt_ids(self.tokenizer, req)
+        self._drifted = False
         messages = [_message(m) for m in req.messages]
         last, seg = self._last, self.segments[-1] if self.segments else None
         n = len(last.messages) if last else 0
@@ -60,8 +63,7 @@ class Recorder:
             return full, tools, False
         model_ids = self.calls[-1].completion.token_ids
         ids = seg.token_ids + ChatFormat(self.tokenizer).continuation_ids(messages[n + 1:], model_ids)
-        if ids != full:
-            self.drift += 1  # a fresh render would have re-tokenized the conversation differently
+        self._drifted = ids != full  # a fresh render would have re-tokenized the conversation differently
         return ids, tools, True
 
     def completion_prompt(self, ids: list[int]) -> bool:
@@ -75,7 +77,10 @@ class Recorder:
         return False
 
     def record(self, api: str, prompt_ids: list[int], c: Completion, extends: bool, duration_s: float,
-               req: ChatRequest | None = None, reply: dict[str, Any] | None = None) -> None:
+               req: ChatRequest | None = None, reply: dict[str, Any] | None = None, constrained: str = "") -> None:
+        if req is not None:
+            self.drift += self._drifted
+            self._drifted = False
         if extends:
             seg = self.segments[-1]
             seg.add_context(prompt_ids[len(seg):])
@@ -87,11 +92,16 @@ class Recorder:
             seg.add_context(prompt_ids)
             self.segments.append(seg)
         seg.add_model(c)
-        self.calls.append(CallRecord(api, len(self.segments) - 1, extends, len(prompt_ids), c, duration_s))
+        self.calls.append(CallRecord(api, len(self.segments) - 1, extends, len(prompt_ids), c, duration_s,
+                                     constrained))
         self._last = None
         if req is not None and reply is not None:
             self._last = _LastChat([_message(m) for m in req.messages], _message(Message.model_validate(reply)),
                                    _tools_key(req))
+
+    def constrained(self, segment: int) -> list[str]:
+        """The constraint fields of a segment's calls (empty: every token was sampled unconstrained)."""
+        return sorted({c.constrained for c in self.calls if c.segment == segment and c.constrained})
 
     def stats(self) -> dict[str, int]:
         return {"calls": len(self.calls), "segments": len(self.segments), "merges": self.merges,

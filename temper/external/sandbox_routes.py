@@ -1,7 +1,8 @@
 """The episode endpoint's sandbox routes: `POST /exec {"command", "timeout"}` -> {"exit_code", "stdout",
 "stderr"} (bash -c, in /app), `POST /files/read {"path"}` -> {"content"}, `POST /files/write {"path",
-"content"}` -> {"ok": true}. Each action is kept for the episode's record; a sandbox that crashes under
-a call ends the episode's use of it (503 from then on)."""
+"content"}` -> {"ok": true}. A command's timeout ends by the episode's end (the sandbox kills it then),
+and a call whose program has gone is still waited for before the verifier. Each action is kept for the
+episode's record; a sandbox that crashes under a call ends the episode's use of it (503 from then on)."""
 
 import json
 import time
@@ -11,7 +12,8 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from temper.agent.episode import ToolRecord
-from temper.envs.sandboxes import call, is_sandbox_crash
+from temper.agent.tools.builtin import command_timeout, tracked_call
+from temper.envs.sandboxes import is_sandbox_crash
 from temper.serve.layer import ApiError
 from temper.serve.schemas import Lenient
 
@@ -33,8 +35,9 @@ def add_sandbox_routes(app: FastAPI, st: Any) -> None:
     async def exec_(body: ExecRequest) -> Any:
         sb = _sandbox(st)
         t = time.monotonic()
-        try:
-            r = await call(sb.exec, body.command, timeout=body.timeout)
+        try:  # the sandbox kills the command by the episode's end, whether or not the program waits for it
+            r = await tracked_call(st.pending, sb.exec, body.command,
+                                   timeout=command_timeout(body.timeout, None, st.deadline))
         except Exception as exc:
             raise _failure(st, exc) from None
         out = {"exit_code": r.exit_code, "stdout": r.stdout.decode(errors="replace"),
@@ -47,7 +50,7 @@ def add_sandbox_routes(app: FastAPI, st: Any) -> None:
     async def read(body: FileRequest) -> Any:
         sb = _sandbox(st)
         try:
-            data = await call(sb.read_file, body.path)
+            data = await tracked_call(st.pending, sb.read_file, body.path)
         except Exception as exc:
             if is_sandbox_crash(exc):
                 raise _failure(st, exc) from None
@@ -59,7 +62,7 @@ def add_sandbox_routes(app: FastAPI, st: Any) -> None:
     async def write(body: FileRequest) -> Any:
         sb = _sandbox(st)
         try:
-            await call(sb.write_file, body.path, body.content or "")
+            await tracked_call(st.pending, sb.write_file, body.path, body.content or "")
         except Exception as exc:
             if is_sandbox_crash(exc):
                 raise _failure(st, exc) from None

@@ -34,7 +34,9 @@ class Filtered:
     trajectories: list[Trajectory]
     rewards: list[float]  # after shaping
     groups: list[list[int]]  # indices into `trajectories`
-    train: list[bool]  # False: kept for its group's baseline but carries no loss (masked overlong)
+    # False: kept for its group's baseline but carries no loss (masked overlong; a segment an external
+    # program sampled under a constraint, info.constrained: docs/agents.md)
+    train: list[bool]
     stats: FilterStats
 
 
@@ -51,6 +53,8 @@ def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig, group
                                            cfg.overlong_penalty)
         elif cfg.overlong == "mask" and t.truncated:
             train[i] = False
+        if t.info.get("constrained"):  # sampled under a grammar: its logprobs are not the policy's
+            train[i] = False
 
     kept: list[int] = []
     groups: list[list[int]] = []
@@ -62,5 +66,6 @@ def filter_trajectories(trajectories: list[Trajectory], cfg: FilterConfig, group
             continue
         groups.append(list(range(len(kept), len(kept) + len(idx))))
         kept.extend(idx)
-    stats = FilterStats(len(trajectories) - len(ok), dropped_groups, sum(not train[i] for i in kept), len(kept))
+    masked_overlong = sum(not train[i] and not ok[i].info.get("constrained") for i in kept)
+    stats = FilterStats(len(trajectories) - len(ok), dropped_groups, masked_overlong, len(kept))
     return Filtered([ok[i] for i in kept], [rewards[i] for i in kept], groups, [train[i] for i in kept], stats)

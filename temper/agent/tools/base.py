@@ -28,6 +28,12 @@ _JSON = {str: "string", int: "integer", float: "number", bool: "boolean", list: 
 class ToolContext:
     env: Any = None  # the episode's Environment
     state: dict[str, Any] = field(default_factory=dict)  # per-episode scratch (e.g. the submitted answer)
+    # A sandbox command's own timeout is at most `timeout_s` (agent.tool_timeout_s) and ends by `deadline`
+    # (time.monotonic() of the episode's end); `pending`: sandbox calls still running (a cancelled tool's),
+    # which the episode waits for before its verifier uses the sandbox (temper.agent.tools.builtin).
+    timeout_s: float | None = None
+    deadline: float | None = None
+    pending: set[Any] = field(default_factory=set)
 
     @property
     def sandbox(self) -> Any:

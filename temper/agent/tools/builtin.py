@@ -1,13 +1,47 @@
 """The built-in tools. All but `submit` act on the episode's sandbox; the workspace is the
 working directory, so relative paths are in /app for terminal tasks."""
 
+import asyncio
 import re
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
 from temper.envs.sandboxes import call, is_sandbox_crash
 
 MAX_TIMEOUT_S = 600.0
+T = TypeVar("T")
+
+
+def command_timeout(asked: float, cap: float | None, deadline: float | None) -> float:
+    """A sandbox command's timeout: what was asked, at most `cap` and what is left before `deadline`
+    (time.monotonic()). The sandbox kills the command at it, so no command outlives the call that ran
+    it or the episode: nothing of the agent's is left holding the sandbox when its verifier runs."""
+    limit = min(MAX_TIMEOUT_S, cap if cap is not None else MAX_TIMEOUT_S)
+    if deadline is not None:
+        limit = min(limit, deadline - time.monotonic())
+    return max(1.0, min(float(asked), limit))
+
+
+async def tracked_call(pending: set[Any], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """A sandbox call kept in `pending` until it returns, even when its caller is cancelled (a tool's or the
+    episode's timeout: the sandbox goes on running it), so that `settle` can wait for it."""
+    fut = asyncio.ensure_future(call(fn, *args, **kwargs))
+    pending.add(fut)
+    fut.add_done_callback(pending.discard)
+    return await asyncio.shield(fut)
+
+
+async def settle(pending: set[Any]) -> BaseException | None:
+    """Wait for the sandbox calls still running (each ends by its command's timeout); the first sandbox
+    crash among them, if any."""
+    crash = None
+    while pending:
+        for out in await asyncio.gather(*list(pending), return_exceptions=True):
+            if crash is None and isinstance(out, BaseException) and is_sandbox_crash(out):
+                crash = out
+    return crash
 
 
 def format_exec(r: Any) -> str:
@@ -26,8 +60,8 @@ def format_exec(r: Any) -> str:
 
 async def _exec(ctx: ToolContext, cmd: Any, stdin: str | None, timeout: float) -> str:
     sb = ctx.sandbox
-    timeout = max(1.0, min(float(timeout), MAX_TIMEOUT_S))
-    return format_exec(await call(sb.exec, cmd, stdin=stdin, timeout=timeout))
+    timeout = command_timeout(timeout, ctx.timeout_s, ctx.deadline)
+    return format_exec(await tracked_call(ctx.pending, sb.exec, cmd, stdin=stdin, timeout=timeout))
 
 
 @tool
@@ -60,7 +94,7 @@ async def read_file(ctx: ToolContext, path: str) -> str:
         path: a path relative to the working directory, or absolute
     """
     try:
-        data = await call(ctx.sandbox.read_file, path)
+        data = await tracked_call(ctx.pending, ctx.sandbox.read_file, path)
     except ToolError:
         raise
     except Exception as exc:
@@ -78,7 +112,7 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         content: the whole new content of the file
     """
     try:
-        await call(ctx.sandbox.write_file, path, content)
+        await tracked_call(ctx.pending, ctx.sandbox.write_file, path, content)
     except ToolError:
         raise
     except Exception as exc:
@@ -96,7 +130,7 @@ async def list_files(ctx: ToolContext, path: str = ".", recursive: bool = False)
         recursive: include sub-folders
     """
     try:
-        entries = await call(ctx.sandbox.list_files, path, recursive)
+        entries = await tracked_call(ctx.pending, ctx.sandbox.list_files, path, recursive)
     except ToolError:
         raise
     except Exception as exc:
@@ -121,7 +155,8 @@ async def calculator(ctx: ToolContext, expression: str) -> str:
     if not _ARITHMETIC.fullmatch(expression.strip()):
         raise ToolError(f"not an arithmetic expression: {expression[:80]!r} (digits, + - * / % ( ) only)")
     # Evaluated in the sandbox, as every tool's work: python3 there, never in the host process.
-    r = await call(ctx.sandbox.exec, ["python3", "-c", f"print({expression.strip()})"], timeout=10)
+    r = await tracked_call(ctx.pending, ctx.sandbox.exec, ["python3", "-c", f"print({expression.strip()})"],
+                           timeout=command_timeout(10, ctx.timeout_s, ctx.deadline))
     if r.exit_code != 0:
         raise ToolError(r.stderr.decode(errors="replace").strip().splitlines()[-1][:200] if r.stderr else
                         f"exit code {r.exit_code}")
