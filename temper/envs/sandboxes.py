@@ -3,7 +3,9 @@ and telling a crashed sandbox from a failing command, and a crash the agent caus
 from one it could not have caused (infrastructure, masked).
 
 Every episode sandbox has the scratch mounts a verifier phase needs: /logs (the verifier writes
-its reward there), /tests and /solution (uploaded only after the agent phase, or for an oracle run).
+its reward there, and keeps its HOME and TMPDIR there: a filesystem of its own, `LOGS_MB`, emptied
+before the verifier runs, so an agent that fills the sandbox's disk cannot keep the verifier from
+writing), /tests and /solution (uploaded only after the agent phase, or for an oracle run).
 """
 
 import asyncio
@@ -22,12 +24,14 @@ from temper.trajectory import FailureKind
 
 T = TypeVar("T")
 EPISODE_MOUNTS = ("/logs", "/tests", "/solution")
+LOGS_MB = 64  # /logs: the verifier's reward, logs, HOME and TMPDIR (a tmpfs of its own in bwrap mode)
 
 
 def episode_config(base: SandboxConfig | None = None, limits: Limits | None = None) -> SandboxConfig:
     base = base or SandboxConfig()
     have = {m.dest for m in base.mounts}
-    mounts = [*base.mounts, *(Mount(dest=d, writable=True) for d in EPISODE_MOUNTS if d not in have)]
+    mounts = [*base.mounts, *(Mount(dest=d, writable=True, size_mb=LOGS_MB if d == "/logs" else None)
+                              for d in EPISODE_MOUNTS if d not in have)]
     update: dict[str, Any] = {"mounts": mounts}
     if limits is not None:
         update["limits"] = limits

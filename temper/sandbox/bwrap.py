@@ -70,7 +70,7 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int,
             a += ["--ro-bind", str(m.src), lower]
             if "/.temper/src" not in hide:
                 hide.append("/.temper/src")
-        views.append({"name": f"m{i}", "dest": m.dest, "lower": lower})
+        views.append({"name": f"m{i}", "dest": m.dest, "lower": lower, "size": m.size_mb and m.size_mb << 20})
     a += ["--chdir", "/", "--remount-ro", "/", "--",
           str(cfg.supervisor_python), "-S", "-B", "/.temper/inside/supervisor.py"]
     init = layout.common_init(cfg, "bwrap", "ns")

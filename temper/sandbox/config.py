@@ -47,6 +47,8 @@ class Mount(ConfigModel):
     dest: str
     src: Path | None = None
     writable: bool = False
+    size_mb: int | None = Field(None, ge=1, description="A scratch folder on a filesystem of its own of this size, "
+                                "apart from disk_mb (bwrap mode; Landlock mode shares the sandbox's folder).")
 
     @field_validator("dest")
     @classmethod
@@ -62,6 +64,8 @@ class Mount(ConfigModel):
     def _scratch_is_writable(self) -> "Mount":
         if self.src is None and not self.writable:
             raise ValueError("a mount without src is a scratch folder and must be writable")
+        if self.size_mb is not None and self.src is not None:
+            raise ValueError("size_mb is for a scratch folder (no src)")
         return self
 
 

@@ -156,22 +156,22 @@ def test_a_test_sh_that_ends_without_a_reward_or_is_hung_by_a_fifo_is_a_zero(tas
     assert reward.ok and reward.value == 1.0
 
 
-def test_filling_the_shared_scratch_space_is_a_zero_not_masked(task_folder) -> None:
+def test_filling_the_shared_scratch_space_leaves_the_verifier_room_to_write(task_folder) -> None:
     logs_first = ("set -e\nmkdir -p /logs/verifier\nseq 1 50000 > /logs/verifier/output.txt\n"
                   "if [ -f /app/done.txt ]; then echo 1 > /logs/verifier/reward.txt; "
                   "else echo 0 > /logs/verifier/reward.txt; fi\n")
     folder = task_folder(test_sh=logs_first, toml="[environment]\nstorage_mb = 32\n")
     suite = parse_spec(f"terminal:path={folder}")
     (task,) = suite.tasks()
-    # full to a few pages short: /tests and /logs/verifier can still be emptied and the tests uploaded,
-    # but test.sh dies writing its log, before any reward: a failed attempt must not become a masked one
-    fill = ("dd if=/dev/zero of=/tmp/fill bs=64K 2>/dev/null; dd if=/dev/zero of=/tmp/f2 bs=1 2>/dev/null; "
-            "truncate -s -8K /tmp/fill; true")
+    # the sandbox's disk (workspace, /tmp) and /logs full to a few pages short: a failed attempt must not
+    # become a masked one, and the verifier, on a filesystem of its own emptied for it, still writes its 0
+    fill = ("for d in /tmp /logs; do dd if=/dev/zero of=$d/fill bs=64K 2>/dev/null; "
+            "dd if=/dev/zero of=$d/f2 bs=1 2>/dev/null; truncate -s -8K $d/fill; done; true")
     reward, _ = _episode(suite, task, fill)
-    assert reward.ok and reward.value == 0.0 and reward.info["verifier_broken_by_agent"], reward
-    reward, _ = _episode(suite, task, "true")  # controls: a plain failure, a plain success
-    assert reward.ok and reward.value == 0.0 and not reward.info.get("verifier_broken_by_agent")
-    reward, _ = _episode(suite, task, "touch /app/done.txt")
+    assert reward.ok and reward.value == 0.0 and not reward.info.get("verifier_broken_by_agent"), reward
+    reward, _ = _episode(suite, task, fill + "; touch /app/done.txt")  # solved, then filled: still a 1
+    assert reward.ok and reward.value == 1.0, reward
+    reward, _ = _episode(suite, task, "touch /app/done.txt")  # control
     assert reward.ok and reward.value == 1.0
 
 

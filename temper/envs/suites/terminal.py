@@ -67,16 +67,15 @@ class TerminalEnv(SandboxEnv):
         return StepResult(reward=reward, done=True)
 
     async def verify(self) -> Reward:
-        # The verifier's contract (docs/envs.md): a clean room. /tests and /logs/verifier are emptied of what
-        # the agent left there (e.g. a json.py that the tests would import before the real one), the tests are
-        # uploaded and made read-only, test.sh runs from the host's copy (appending to /tests/test.sh while
-        # bash reads it changes nothing) with a fresh, empty HOME and TMPDIR and no per-user configuration
-        # (VERIFIER_ENV). The agent may also have planted links, fifos or unwritable folders there: what it
-        # did to its own sandbox that keeps the verifier from running is its failure (a 0), never an
-        # infrastructure one.
-        prep = await self.exec(f"chmod -R u+rwX /tests /logs 2>/dev/null; find /tests -mindepth 1 -delete && "
-                               f"rm -rf /logs/verifier {VERIFIER_ROOM} && mkdir -p /logs/verifier "
-                               f"{VERIFIER_ENV['HOME']} {VERIFIER_ENV['TMPDIR']}")
+        # The verifier's contract (docs/envs.md): a clean room. /tests and /logs (a filesystem of its own) are
+        # emptied of what the agent left there (e.g. a json.py that the tests would import before the real
+        # one), the tests are uploaded and made read-only, test.sh runs from the host's copy (appending to
+        # /tests/test.sh while bash reads it changes nothing) with a fresh, empty HOME and TMPDIR and no
+        # per-user configuration (VERIFIER_ENV). The agent may also have planted links, fifos or unwritable
+        # folders there: what it did to its own sandbox that keeps the verifier from running is its failure
+        # (a 0), never an infrastructure one.
+        prep = await self.exec(f"chmod -R u+rwX /tests /logs 2>/dev/null; find /tests /logs -mindepth 1 -delete && "
+                               f"mkdir -p /logs/verifier {VERIFIER_ENV['HOME']} {VERIFIER_ENV['TMPDIR']}")
         if prep.exit_code != 0:
             why = prep.stderr.decode(errors="replace")[-300:]
             return broken_by_agent(f"cannot clear /tests and /logs/verifier: {why}")

@@ -67,6 +67,11 @@ class Folders:
             if lower:
                 _copytree(lower, target)
             return
+        if view.get("size"):  # a scratch folder on a tmpfs of its own: what fills the rest cannot fill it
+            native.mount("tmpfs", view["dest"], "tmpfs", native.MS_NOSUID | native.MS_NODEV,
+                         f"size={view['size']},mode=0755")
+            self.mounted.append(view["dest"])
+            return
         upper, work = f"{self.rw_root}/{name}", f"{self.rw_root}/.{name}-work"
         _mkdir(upper, 0o755)
         if lower and self.overlay:
