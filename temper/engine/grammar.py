@@ -2,12 +2,15 @@
 
 xgrammar does the work (chosen on per-token cost on this CPU: `benchmarks/grammar_bench.py`
 measured 4 us per token against llguidance's 16 and outlines-core's 214). A request's constraint
-is compiled once (cached by its text); each of its samples gets a `GrammarMatcher` that follows
+is compiled once (cached by its text; `compiled` may run on any thread, so a server compiles a
+request's constraint off the engine's thread and the engine then finds it cached); each of its
+samples gets a `GrammarMatcher` that follows
 the sample's tokens. Before sampling, each constrained row's logits are masked to what the
 matcher allows; a row that verifies speculative drafts gets the mask of the state after the
 drafts before it, so a kept draft is the constrained greedy choice and speculation stays lossless.
 """
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -25,33 +28,42 @@ class Grammars:
         self._compiler: Any = None
         self._cache: OrderedDict[StructuredOutputs, Any] = OrderedDict()
         self.cache_size = cache_size
+        self._lock = threading.Lock()  # the cache and the compiler's creation: `compiled` runs on any thread
 
     def matcher(self, so: StructuredOutputs, where: str) -> Any:
         """A fresh matcher for one sample; RequestError (naming `where` and the field) if it cannot compile."""
         import xgrammar as xgr
 
+        return xgr.GrammarMatcher(self.compiled(so, where))
+
+    def compiled(self, so: StructuredOutputs, where: str) -> Any:
+        """The compiled grammar, from the cache or compiled now (on the caller's thread); RequestError."""
         if self.tokenizer is None:
             raise RequestError(f"{where}: sampling_params.structured needs the engine's tokenizer (it has none)")
-        compiled = self._cache.get(so)
-        if compiled is None:
-            try:
-                compiled = self._compile(so)
-            except (RuntimeError, ValueError, TypeError) as exc:  # xgrammar's errors for a bad schema/grammar
-                raise RequestError(f"{where}: sampling_params.structured.{so.kind}: cannot compile it "
-                                   f"({str(exc).splitlines()[0][:300]})") from None
+        with self._lock:
+            compiled = self._cache.get(so)
+            if compiled is not None:
+                self._cache.move_to_end(so)
+                return compiled
+        try:
+            compiled = self._compile(so)
+        except (RuntimeError, ValueError, TypeError) as exc:  # xgrammar's errors for a bad schema/grammar
+            raise RequestError(f"{where}: sampling_params.structured.{so.kind}: cannot compile it "
+                               f"({str(exc).splitlines()[0][:300]})") from None
+        with self._lock:
             self._cache[so] = compiled
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        self._cache.move_to_end(so)
-        return xgr.GrammarMatcher(compiled)
+        return compiled
 
     def _compile(self, so: StructuredOutputs) -> Any:
         import xgrammar as xgr
 
-        if self._compiler is None:
-            self._compiler = xgr.GrammarCompiler(tokenizer_info(self.tokenizer, self.vocab_size, self.stop_ids),
-                                                 max_threads=1)
-        c = self._compiler
+        with self._lock:
+            if self._compiler is None:
+                self._compiler = xgr.GrammarCompiler(
+                    tokenizer_info(self.tokenizer, self.vocab_size, self.stop_ids), max_threads=1)
+            c = self._compiler
         if so.json is not None:
             # No free whitespace: JSON as json.dumps writes it. A small model sampling at T=1 can
             # otherwise spend its whole budget on spaces and newlines the grammar allows.

@@ -34,6 +34,34 @@ class RemoteGenerationConfig(ConfigModel):
     api_key: str | None = None
     timeout_s: float = Field(600.0, gt=0)
     weights_dir: str | None = None  # where pushed weights are written for the server to read (default: temp)
+    # temper serve's admin token (its serve.admin_token_file / admin_token_env), for the weight pushes
+    admin_token_file: str | None = None
+    admin_token_env: str | None = None
+
+    def admin_token(self) -> str | None:
+        return read_secret(self.admin_token_file, self.admin_token_env, "remote.admin_token")
+
+
+def read_secret(file: str | None, env: str | None, what: str) -> str | None:
+    """A token from a file (its first line) or an environment variable; None when neither is named.
+    TemperError when one is named but empty or missing, or both are."""
+    import os
+
+    if file and env:
+        raise TemperError(f"{what}: give {what}_file or {what}_env, not both")
+    if file:
+        try:
+            value = Path(file).read_text().strip()
+        except OSError as exc:
+            raise TemperError(f"{what}_file: cannot read {file} ({exc.strerror})") from None
+        source = file
+    elif env:
+        value, source = os.environ.get(env, "").strip(), f"${env}"
+    else:
+        return None
+    if not value:
+        raise TemperError(f"{what}: {source} is empty")
+    return value
 
 
 def default_served_name(model: str) -> str:
@@ -73,12 +101,14 @@ class RemoteError(TemperError):
 
 class RemoteClient:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, tokenizer: Any = None,
-                 timeout_s: float = 600.0, max_retries: int = 5, weights_dir: str | None = None):
+                 timeout_s: float = 600.0, max_retries: int = 5, weights_dir: str | None = None,
+                 admin_token: str | None = None):
         self.base = base_url.rstrip("/").removesuffix("/v1")
         self.model, self.tokenizer, self.timeout_s, self.max_retries = model, tokenizer, timeout_s, max_retries
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.version = 0
         self.weights_dir = weights_dir  # where pushed weights are written (must be readable by the server)
+        self.admin_token = admin_token  # temper serve's operator token, sent with weight pushes only
         self._clients: dict[int, httpx.AsyncClient] = {}
 
     def _http(self) -> httpx.AsyncClient:
@@ -89,10 +119,10 @@ class RemoteClient:
                                                     limits=httpx.Limits(max_connections=256))
         return self._clients[loop]
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
         for attempt in range(self.max_retries + 1):
             try:
-                r = await self._http().post(path, json=body)
+                r = await self._http().post(path, json=body, headers=headers)
             except httpx.HTTPError as exc:
                 raise RemoteError(f"{self.base}{path}: {type(exc).__name__}: {exc}") from None
             if r.status_code == 429 and attempt < self.max_retries:
@@ -146,7 +176,8 @@ class RemoteClient:
 
     async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         """Write the weights as safetensors and ask the server to load them (temper serve's
-        /v1/load_weights). The folder must be readable by the server: same machine or shared disk."""
+        /v1/load_weights, with the admin token). The folder must be inside one of the server's
+        `weights_dirs`: same machine or shared disk."""
         from safetensors.torch import save_file
 
         root = Path(self.weights_dir or tempfile.gettempdir()) / f"temper-push-{id(self)}"
@@ -163,7 +194,8 @@ class RemoteClient:
             folder.rmdir()
 
     async def load_weights_from(self, folder: str, version: int) -> None:
-        await self._post("/v1/load_weights", {"path": folder, "version": version})
+        admin = {"Authorization": f"Bearer {self.admin_token}"} if self.admin_token else None
+        await self._post("/v1/load_weights", {"path": folder, "version": version}, admin)
         self.version = version
 
     async def aclose(self) -> None:

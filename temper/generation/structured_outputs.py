@@ -56,6 +56,30 @@ class StructuredOutputs:
     def _given(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]
 
+    def size_and_depth(self) -> tuple[int, int]:
+        """The constraint's text length (bytes) and its deepest bracket nesting ({[( outside JSON strings):
+        what a server bounds before compiling, since compile time grows about with the depth cubed."""
+        text = "\n".join(self.choice) if self.choice is not None else (
+            self.json or self.regex or self.grammar or self.structural_tag or "")
+        depth = deepest = 0
+        in_string = escaped = False
+        quoted = self.json is not None or self.structural_tag is not None  # JSON text: skip its strings
+        for ch in text:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif quoted and ch == '"':
+                in_string = not in_string
+            elif in_string:
+                continue
+            elif ch in "{[(":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "}])":
+                depth = max(0, depth - 1)
+        return len(text.encode()), deepest
+
     @property
     def kind(self) -> str:
         set_ = self._given()

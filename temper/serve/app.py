@@ -3,9 +3,12 @@
     app = create_app(ServeConfig.from_recipe({"model": "smollm2-135m"}))
     uvicorn.run(app, host="127.0.0.1", port=8000)
 
-Admission is bounded (`queue.max_requests` in flight; beyond it 429 + Retry-After), a bad
-request is a 400 naming its field, and a request that fails in the engine fails alone (500 for
-it, the others keep running). Every request, refused ones included, leaves a usage record.
+Admission is bounded (`queue.max_requests` requests and `queue.max_sequences` sequences, prompts x n,
+in flight; beyond them 429 + Retry-After; one request over `queue.max_sequences_per_request` is a
+400), a bad request is a 400 naming its field, and a request that fails in the engine fails alone
+(500 for it, the others keep running). Every request, refused ones included, leaves a usage
+record. A request's constraint compiles off the engine's thread, under `grammar`'s limits. The
+operator's routes (weights, versions, pause, bulk abort) need its token (temper/serve/admin.py).
 """
 
 import asyncio
@@ -20,9 +23,11 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from temper.errors import TemperError
-from temper.generation import RequestError, default_served_name
+from temper.generation import RequestError, StructuredOutputs, default_served_name
 from temper.runtime import resolve_device
+from temper.serve.admin import Admin
 from temper.serve.config import ServeConfig
+from temper.serve.constraints import ConstraintError, check_limits
 from temper.serve.layer import ApiError, OpenAILayer, request_error
 from temper.serve.messages_api import add_messages_routes
 from temper.serve.metrics import Metrics
@@ -59,6 +64,54 @@ class Server(OpenAILayer):
         self.draining = False
         self.open = asyncio.Event()  # cleared while paused (/pause): new requests wait for /resume
         self.open.set()
+        self.admin = Admin(cfg)
+        self.lapse: asyncio.Task | None = None  # resumes a pause after cfg.max_pause_s
+
+    def resume(self) -> None:
+        self.variants.aengine.resume()
+        self.open.set()
+        if self.lapse is not None and self.lapse is not asyncio.current_task():
+            self.lapse.cancel()
+        self.lapse = None
+
+    def paused(self) -> None:
+        """A /pause began: it lapses after `max_pause_s` unless /resume comes first."""
+        if self.lapse is not None:
+            self.lapse.cancel()
+
+        async def lapse() -> None:
+            await asyncio.sleep(self.cfg.max_pause_s)
+            log.warning("the pause lapsed after %.0f s (max_pause_s) without /resume: resuming", self.cfg.max_pause_s)
+            self.resume()
+
+        self.lapse = asyncio.create_task(lapse())
+
+    async def compile_constraint(self, so: StructuredOutputs | None, field: str) -> None:
+        """Bound the constraint's size and nesting, then compile it off the engine's thread (under
+        `grammar.compile_timeout_s`); ApiError 400 naming `field`."""
+        if so is None:
+            return
+        limits = self.cfg.grammar
+        try:
+            check_limits(so, field, limits.max_bytes, limits.max_depth)
+            await self.variants.compile(so, limits.compile_timeout_s)
+        except ConstraintError as exc:
+            raise ApiError(400, str(exc), field) from None
+        except RequestError as exc:
+            raise ApiError(400, f"{field}: {str(exc).split(': ', 2)[-1]}", field) from None
+
+    def check_sequences(self, sequences: int, param: str) -> None:
+        """Prompts x n of one request: 400 over `queue.max_sequences_per_request`, 429 when the engine
+        holds `queue.max_sequences` already."""
+        q = self.cfg.queue
+        if sequences > q.max_sequences_per_request:
+            raise ApiError(400, f"{param}: {sequences} sequences (prompts x n) in one request, over this server's "
+                           f"limit of {q.max_sequences_per_request} (queue.max_sequences_per_request)", param)
+        if self.variants.sequences + sequences > q.max_sequences:
+            self.metrics.rejected.labels(reason="queue_full").inc()
+            raise ApiError(429, f"server busy: {self.variants.sequences} sequences in flight, {sequences} more "
+                           f"would pass queue.max_sequences={q.max_sequences}; retry later", code="queue_full",
+                           kind="rate_limit_error", headers={"Retry-After": str(q.retry_after_s)})
 
     def check_admission(self, key: str) -> None:
         """Budget and queue checks; raises the 429 (or 503 while shutting down)."""
@@ -107,8 +160,10 @@ class Server(OpenAILayer):
         job.record.route_reason = route.reason
         self.metrics.routes.labels(variant=route.variant, reason=route.reason).inc()
         job.headers = {"X-Variant": route.variant, "X-Route-Reason": route.reason, "X-Request-Id": job.rid}
+        await self.compile_constraint(job.params.structured, job.structured_field or "structured_outputs")
+        self.check_sequences(len(job.prompts) * job.params.n, "n")
         try:
-            return await self.variants.submit(job.prompts, job.params, job.rid, route.variant)
+            return await self.variants.submit(job.prompts, job.params, job.rid, route.variant, job.record.key)
         except RequestError as exc:
             raise request_error(exc, job, "messages" if job.kind == "chat" else "prompt") from None
 
@@ -167,8 +222,9 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "draining" if server.draining else "ok", "model": server.name,
-                "policy_version": variants.version, "inflight": variants.inflight}
+        status = "draining" if server.draining else "paused" if variants.aengine.paused else "ok"
+        return {"status": status, "model": server.name, "policy_version": variants.version,
+                "inflight": variants.inflight, "sequences": variants.sequences}
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -180,14 +236,15 @@ def create_app(cfg: ServeConfig, variants: Variants | None = None) -> FastAPI:
     add_messages_routes(app, server)
 
     @app.post("/v1/load_weights")
-    async def load_weights(body: LoadWeightsRequest) -> dict[str, Any]:
-        if not cfg.allow_load_weights:
-            raise ApiError(403, "load_weights is disabled (allow_load_weights: false)", code="forbidden")
+    async def load_weights(request: Request, body: LoadWeightsRequest) -> dict[str, Any]:
+        server.admin.require(request)
+        path = server.admin.weights_path(body.path, "path")
         start = time.perf_counter()
         try:
-            n = await variants.load_weights_from(body.path, body.version)
+            n = await variants.load_weights_from(path, body.version)
         except TemperError as exc:
-            raise ApiError(400, f"path: {exc}", param="path") from None
+            param = "version" if str(exc).startswith("version:") else "path"
+            raise ApiError(400, str(exc) if str(exc).startswith(f"{param}:") else f"{param}: {exc}", param) from None
         log.info("loaded %d tensors from %s as version %d", n, body.path, body.version)
         return {"version": body.version, "tensors": n, "seconds": round(time.perf_counter() - start, 3)}
 

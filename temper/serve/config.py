@@ -17,6 +17,19 @@ class QueueConfig(ConfigModel):
     max_requests: int = Field(64, ge=1)
     retry_after_s: int = Field(1, ge=0)
     shutdown_grace_s: float = Field(10.0, ge=0)  # in-flight requests get this long to finish, then abort
+    # Sequences (prompts x n) in flight at once: what the engine holds; beyond it: 429 + Retry-After.
+    max_sequences: int = Field(256, ge=1)
+    max_sequences_per_request: int = Field(64, ge=1)  # one request's prompts x n; beyond it: 400 naming n
+
+
+class GrammarLimits(ConfigModel):
+    """Limits on a request's constraint (response_format, tool_choice, structured_outputs), checked before it
+    compiles; compiling runs off the engine's thread. Beyond a limit: 400 naming the field."""
+
+    max_bytes: int = Field(65536, ge=1)  # the schema's, regex's or grammar's text
+    # bracket nesting ({[( ) of that text; xgrammar's compile time grows about with its cube
+    max_depth: int = Field(64, ge=1)
+    compile_timeout_s: float = Field(10.0, gt=0)
 
 
 class ABConfig(ConfigModel):
@@ -70,7 +83,14 @@ class ServeConfig(ConfigModel):
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
     max_tokens_default: int = Field(256, ge=1)  # when a request names none
-    allow_load_weights: bool = True  # POST /v1/load_weights (the server binds to 127.0.0.1 by default)
+    grammar: GrammarLimits = Field(default_factory=GrammarLimits)
+    # The operator's token (sent as `Authorization: Bearer TOKEN`), read from a file or an environment
+    # variable. Weight loads, version changes, /pause, /resume and bulk aborts need it; with neither set,
+    # those routes answer 403.
+    admin_token_file: str | None = None
+    admin_token_env: str | None = None
+    weights_dirs: list[str] = Field(default_factory=list)  # the only folders weights load from (and below)
+    max_pause_s: float = Field(120.0, gt=0)  # a /pause lapses (the server resumes by itself) after this long
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
 
     @model_validator(mode="after")

@@ -9,6 +9,7 @@
 - vLLM's `structured_outputs` (`json`, `json_object`, `regex`, `choice`, `grammar`, `structural_tag`).
 
 A forced tool call wins over `response_format`; asking for two of these at once is refused.
+`temper serve` bounds a constraint's size and nesting before compiling it (`check_limits`).
 """
 
 import json
@@ -46,6 +47,17 @@ def structured_for(body: Sampling, tools: list[Tool]) -> tuple[StructuredOutputs
     if fmt.json_schema is None or fmt.json_schema.schema_ is None:
         raise ConstraintError("response_format.json_schema", "json_schema.schema is required for type json_schema")
     return StructuredOutputs(json=json.dumps(fmt.json_schema.schema_)), "response_format"
+
+
+def check_limits(so: StructuredOutputs, field: str, max_bytes: int, max_depth: int) -> None:
+    """ConstraintError naming `field` when the constraint is over serve's `grammar.max_bytes` or `max_depth`."""
+    size, depth = so.size_and_depth()
+    if size > max_bytes:
+        raise ConstraintError(field, f"the constraint is {size} bytes, over this server's limit of "
+                              f"{max_bytes} (grammar.max_bytes)")
+    if depth > max_depth:
+        raise ConstraintError(field, f"the constraint nests {depth} deep, over this server's limit of "
+                              f"{max_depth} (grammar.max_depth)")
 
 
 def _asks(body: Sampling, name: str) -> bool:

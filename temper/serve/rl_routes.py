@@ -3,11 +3,15 @@
 - `POST /inference/v1/generate`: token ids in; sampled ids, logprobs and weight-version spans out;
 - `POST /pause?mode=abort|wait|keep`, `POST /resume`, `GET /is_paused`: while paused no request is
   stepped and new ones wait; `keep` holds the running ones in place (they resume under whatever
-  weights are loaded meanwhile), `wait` lets them finish first, `abort` ends them;
-- `POST /abort_requests {"request_ids": [...]}` (none: every request);
+  weights are loaded meanwhile), `wait` lets them finish first, `abort` ends them; a pause lapses
+  after `max_pause_s`;
+- `POST /abort_requests {"request_ids": [...]}` (none: every request): a user's own requests (user:
+  API key), anyone's with the operator's token;
 - `POST /update_weights {"update_info": {"path": safetensors folder, "version": N}}`, with
   `/start_weight_update`, `/finish_weight_update {"weight_version"}`, `/update_weight_version
-  {"new_version"}` and `GET /weight_info`; temper's versions are integers.
+  {"new_version"}` and `GET /weight_info`; temper's versions are integers and only move forward.
+
+Pause, resume and the weight routes need the operator's token (temper/serve/admin.py).
 """
 
 import asyncio
@@ -15,13 +19,14 @@ import time
 import uuid
 from typing import Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from temper.errors import TemperError
 from temper.generation import Completion, RequestError, SamplingParams, StructuredOutputs
 from temper.serve.schemas import Lenient, error_body
+from temper.serve.usage import key_id
 
 
 class GenerateSampling(Lenient):
@@ -97,14 +102,19 @@ def _choice(c: Completion, logprobs: int | None) -> dict[str, Any]:
             "weight_versions": version_spans(c.versions)}
 
 
+def user_key(request: Request) -> str:
+    """The caller's key: its API key's id, or 'anonymous'."""
+    return key_id(request.headers.get("authorization", "").removeprefix("Bearer ").strip() or None)
+
+
 def add_rl_routes(app: FastAPI, server: Any) -> None:
-    variants, cfg = server.variants, server.cfg
+    variants = server.variants
 
     def refuse(status: int, message: str, param: str | None = None, code: str | None = None) -> JSONResponse:
         return JSONResponse(error_body(message, param, code=code), status)
 
     @app.post("/inference/v1/generate")
-    async def generate(body: GenerateRequest) -> Any:
+    async def generate(request: Request, body: GenerateRequest) -> Any:
         if body.stream:
             return refuse(400, "stream: streaming is not supported on /inference/v1/generate; use "
                                "/v1/completions with stream and return_token_ids", "stream")
@@ -117,9 +127,14 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
             return refuse(400, str(exc), "sampling_params.structured_outputs")
         await server.open.wait()  # paused: new requests wait for /resume
         rid = body.request_id or f"generate-tokens-{uuid.uuid4().hex[:16]}"
-        server.check_admission("anonymous")  # a 429 (with Retry-After) or 503, through the ApiError handler
+        if rid in variants.owners:
+            return refuse(400, f"request_id: {rid!r} is in flight already", "request_id")
+        key = user_key(request)
+        server.check_admission(key)  # a 429 (with Retry-After) or 503, through the ApiError handler
+        await server.compile_constraint(params.structured, "sampling_params.structured_outputs")
+        server.check_sequences(params.n, "sampling_params.n")
         try:
-            run = await variants.submit([body.token_ids], params, rid, "standard")
+            run = await variants.submit([body.token_ids], params, rid, "standard", key)
         except RequestError as exc:
             return refuse(400, str(exc), "sampling_params")
         done: list[Completion] = []
@@ -139,10 +154,12 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
                           "total_tokens": len(body.token_ids) + out}}
 
     @app.post("/pause")
-    async def pause(mode: str = Query("abort"), clear_cache: bool = Query(True)) -> Any:
+    async def pause(request: Request, mode: str = Query("abort"), clear_cache: bool = Query(True)) -> Any:
+        server.admin.require(request)
         if mode not in ("abort", "wait", "keep"):
             return refuse(400, f"mode={mode!r}: must be abort, wait or keep", "mode")
         server.open.clear()  # new requests wait from here on
+        server.paused()  # and lapses after max_pause_s
         if mode == "abort":
             await asyncio.to_thread(variants.abort_all)
         elif mode == "wait":
@@ -152,9 +169,9 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
         return {"status": "paused"}
 
     @app.post("/resume")
-    async def resume() -> Any:
-        variants.aengine.resume()
-        server.open.set()
+    async def resume(request: Request) -> Any:
+        server.admin.require(request)
+        server.resume()
         return {"status": "resumed"}
 
     @app.get("/is_paused")
@@ -162,27 +179,31 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
         return {"is_paused": variants.aengine.paused}
 
     @app.post("/abort_requests")
-    async def abort_requests(body: AbortRequest) -> Any:
+    async def abort_requests(request: Request, body: AbortRequest) -> Any:
         eng = variants.engine
         ids = body.request_ids or list(eng.requests)
         # an HTTP request of several prompts runs them as '<id>-<i>'
         targets = [r for r in list(eng.requests) if r in ids or r.rsplit("-", 1)[0] in ids]
+        if not server.admin.is_admin(request):  # a user aborts only its own requests
+            key = user_key(request)
+            targets = [r for r in targets if variants.owner(r) == key]
         for rid in targets:
             await asyncio.to_thread(eng.abort, rid)
         return {"status": "aborted", "aborted": len(targets)}
 
     @app.post("/start_weight_update")
-    async def start_weight_update() -> Any:
+    async def start_weight_update(request: Request) -> Any:
+        server.admin.require(request)
         return {"message": "Weight update started"}
 
     @app.post("/update_weights")
-    async def update_weights(body: UpdateWeightsRequest) -> Any:
-        if not cfg.allow_load_weights:
-            return refuse(403, "update_weights is disabled (allow_load_weights: false)", code="forbidden")
+    async def update_weights(request: Request, body: UpdateWeightsRequest) -> Any:
+        server.admin.require(request)
         path = body.update_info.get("path")
         if not isinstance(path, str) or not path:
             return refuse(400, 'update_info.path: a folder of safetensors is needed ({"update_info": {"path": '
                                '"/dir", "version": N}})', "update_info.path")
+        path = server.admin.weights_path(path, "update_info.path")
         try:
             version = int(body.update_info.get("version", body.weight_version or variants.version + 1))
             n = await variants.load_weights_from(path, version)
@@ -191,18 +212,26 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
         return {"message": "Weights updated", "version": version, "tensors": n}
 
     @app.post("/finish_weight_update")
-    async def finish_weight_update(body: dict[str, Any] | None = None) -> Any:
+    async def finish_weight_update(request: Request, body: dict[str, Any] | None = None) -> Any:
+        server.admin.require(request)
         if body and body.get("weight_version") is not None:
-            return await update_weight_version({"new_version": body["weight_version"]})
+            return set_version(body["weight_version"], "weight_version")
         return {"message": "Weight update finished"}
 
     @app.post("/update_weight_version")
-    async def update_weight_version(body: dict[str, Any]) -> Any:
+    async def update_weight_version(request: Request, body: dict[str, Any]) -> Any:
+        server.admin.require(request)
+        return set_version(body.get("new_version"), "new_version")
+
+    def set_version(value: Any, param: str) -> Any:
         try:
-            variants.engine.version = int(body.get("new_version"))
+            version = int(value)
         except (TypeError, ValueError):
-            return refuse(400, f"new_version={body.get('new_version')!r}: temper's policy versions are integers",
-                          "new_version")
+            return refuse(400, f"{param}={value!r}: temper's policy versions are integers", param)
+        try:
+            variants.set_version(version)
+        except TemperError as exc:
+            return refuse(400, f"{param}: {str(exc).removeprefix('version: ')}", param)
         return {"success": True, "new_version": str(variants.version)}
 
     @app.get("/weight_info")

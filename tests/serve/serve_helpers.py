@@ -56,13 +56,22 @@ def scripted_folder(folder: Path, tokenizer: Any, after: str, text: str, end: st
     return save_model(model, tokenizer, folder)
 
 
-def serve_config(model: Path | str, tmp: Path, **over: Any) -> ServeConfig:
+ADMIN_TOKEN = "operator-token-for-tests"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}  # the operator's headers
+
+
+def serve_config(model: Path | str, tmp: Path, weights_dirs: list[Path] | None = None, **over: Any) -> ServeConfig:
+    """A tiny server's config; with `weights_dirs`, the operator's routes are on (token ADMIN_TOKEN, in a
+    file under `tmp`) and weights load from those folders."""
     data: dict[str, Any] = {
         "model": str(model), "served_name": "tiny",
         "engine": EngineConfig(kv_budget_bytes=64 * 1024**2, max_num_seqs=64,
                                speculative=SpeculativeConfig(method="ngram")).model_dump(),
         "usage": {"path": str(tmp / "usage.jsonl")},
     }
+    if weights_dirs is not None:
+        (tmp / "admin-token").write_text(ADMIN_TOKEN + "\n")
+        data.update(admin_token_file=str(tmp / "admin-token"), weights_dirs=[str(d) for d in weights_dirs])
     for key, value in over.items():  # dotted keys, like --set
         node = data
         parts = key.split(".")

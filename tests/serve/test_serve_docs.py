@@ -1,5 +1,6 @@
 """Every example of docs/serve.md runs: `temper serve` (the real CLI, in a subprocess, on a tiny
-model served under the docs' model name), then each curl and Python block against it."""
+model served under the docs' model name, with an operator token in $TEMPER_ADMIN_TOKEN and the
+docs' checkpoint folder as its weights folder), then each curl and Python block against it."""
 
 import os
 import re
@@ -15,6 +16,7 @@ from serve_helpers import free_port
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "docs-operator-token"
 DOC = ROOT / "docs" / "serve.md"
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.S)
 
@@ -25,12 +27,13 @@ def blocks() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def docs_server(tiny_model_dir, tmp_path_factory):
+def docs_server(tiny_model_dir, tiny_model_dir_b, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("docs")
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TEMPER_ADMIN_TOKEN": TOKEN}
     cmd = [sys.executable, "-m", "temper", "serve", "--model", str(tiny_model_dir), "--port", str(port),
-           "--set", "served_name=smollm2-135m", "--set", f"usage.path={tmp / 'usage.jsonl'}"]
+           "--set", "served_name=smollm2-135m", "--set", f"usage.path={tmp / 'usage.jsonl'}",
+           "--set", "admin_token_env=TEMPER_ADMIN_TOKEN", "--set", f"weights_dirs=[{tiny_model_dir_b.parent}]"]
     proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = proc.stdout.readline()  # the ready line comes before uvicorn starts listening
@@ -63,7 +66,7 @@ def test_docs_example_runs(docs_server, tiny_model_dir_b, index):
     port, tmp = docs_server
     lang, code = blocks()[index]
     code = code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-    env = {**os.environ, "CHECKPOINT": str(tiny_model_dir_b), "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "CHECKPOINT": str(tiny_model_dir_b), "HF_HUB_OFFLINE": "1", "TEMPER_ADMIN_TOKEN": TOKEN,
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = ["bash", "-euo", "pipefail", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
     out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=240)

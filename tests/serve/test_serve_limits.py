@@ -7,7 +7,7 @@ import time
 import httpx
 import openai
 import pytest
-from serve_helpers import LiveServer, metric, serve_config
+from serve_helpers import ADMIN, LiveServer, metric, serve_config
 
 from temper.generation import RequestError
 
@@ -60,12 +60,12 @@ def test_a_failing_request_fails_alone(live, monkeypatch):
     variants = live.app.state.server.variants
     real = variants.submit
 
-    async def flaky(prompts, params, request_id, variant):
+    async def flaky(prompts, params, request_id, variant, owner="anonymous"):
         if params.max_tokens == 13:
             raise RuntimeError("injected engine failure")
         if params.max_tokens == 14:
             raise RequestError(f"request {request_id!r}: sampling_params.min_p=0.5 injected")
-        return await real(prompts, params, request_id, variant)
+        return await real(prompts, params, request_id, variant, owner)
 
     monkeypatch.setattr(variants, "submit", flaky)
     client = live.client()
@@ -89,20 +89,22 @@ def test_a_failing_request_fails_alone(live, monkeypatch):
 
 
 def test_load_weights_changes_outputs(tiny_model_dir, tiny_model_dir_b, tmp_path):
-    with LiveServer(serve_config(tiny_model_dir, tmp_path)) as srv:
+    with LiveServer(serve_config(tiny_model_dir, tmp_path, weights_dirs=[tiny_model_dir_b.parent, tmp_path])) as srv:
         client = srv.client()
         kw = dict(model="tiny", prompt="The capital of France is", max_tokens=12, temperature=0,
                   extra_body={"return_token_ids": True})
         before = client.completions.create(**kw).choices[0]
-        r = httpx.post(f"{srv.url}/v1/load_weights", json={"path": str(tiny_model_dir_b), "version": 5}, timeout=60)
+        r = httpx.post(f"{srv.url}/v1/load_weights", json={"path": str(tiny_model_dir_b), "version": 5}, timeout=60,
+                       headers=ADMIN)
         assert r.status_code == 200 and r.json()["version"] == 5
         after = client.completions.create(**kw).choices[0]
         assert after.model_extra["token_ids"] != before.model_extra["token_ids"]
         assert after.model_extra["versions"] == [5] * len(after.model_extra["token_ids"])
         assert httpx.get(f"{srv.url}/health").json()["policy_version"] == 5
-        bad = httpx.post(f"{srv.url}/v1/load_weights", json={"path": str(tmp_path / "nowhere"), "version": 6})
+        bad = httpx.post(f"{srv.url}/v1/load_weights", json={"path": str(tmp_path / "nowhere"), "version": 6},
+                         headers=ADMIN)
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "path"
-        bad = httpx.post(f"{srv.url}/v1/load_weights", json={"path": str(tiny_model_dir_b)})
+        bad = httpx.post(f"{srv.url}/v1/load_weights", json={"path": str(tiny_model_dir_b)}, headers=ADMIN)
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "version"
 
 

@@ -4,7 +4,7 @@ in and out, the engine's logprobs and versions, weights pushed from memory)."""
 import asyncio
 
 import pytest
-from serve_helpers import LiveServer, serve_config
+from serve_helpers import ADMIN_TOKEN, LiveServer, serve_config
 
 from temper.engine import AsyncEngine, EngineConfig, LLMEngine
 from temper.generation import GenerationClient, RequestError, SamplingParams
@@ -58,8 +58,8 @@ def test_remote_sampling_concurrency_and_errors(live):
 
 def test_remote_push_weights_from_memory(tiny_model_dir, tiny_model_dir_b, tmp_path):
     new_state = load_model(tiny_model_dir_b).model.state_dict()
-    with LiveServer(serve_config(tiny_model_dir, tmp_path)) as srv:
-        client = RemoteClient(srv.url, "tiny", weights_dir=str(tmp_path / "push"))
+    with LiveServer(serve_config(tiny_model_dir, tmp_path, weights_dirs=[tmp_path / "push"])) as srv:
+        client = RemoteClient(srv.url, "tiny", weights_dir=str(tmp_path / "push"), admin_token=ADMIN_TOKEN)
 
         async def run():
             try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import LiveServer, metric, serve_config
+from serve_helpers import ADMIN, LiveServer, metric, serve_config
 
 from temper.generation import SamplingParams
 from temper.models import Tokenizer
@@ -20,8 +20,9 @@ PROMPT = [1, 504, 2113, 314, 260, 3529, 30]
 
 
 @pytest.fixture(scope="module")
-def srv(tiny_model_dir: Path, tmp_path_factory):
-    with LiveServer(serve_config(tiny_model_dir, tmp_path_factory.mktemp("rl"))) as s:
+def srv(tiny_model_dir: Path, tiny_model_dir_b: Path, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rl")
+    with LiveServer(serve_config(tiny_model_dir, tmp, weights_dirs=[tiny_model_dir_b.parent])) as s:
         yield s
 
 
@@ -46,7 +47,7 @@ def test_generate_speaks_vllms_token_route_with_the_engines_logprobs(srv, tiny_m
 
 def test_pause_keep_holds_a_request_across_a_weight_update(srv, tiny_model_dir_b):
     async def run() -> tuple[dict, bool, dict]:
-        async with httpx.AsyncClient(base_url=srv.url, timeout=120) as http:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=120, headers=ADMIN) as http:
             long = asyncio.ensure_future(http.post("/v1/completions", json={
                 "model": "tiny", "prompt": PROMPT, "max_tokens": 300, "temperature": 1.0, "ignore_eos": True,
                 "return_token_ids": True}))
@@ -77,7 +78,7 @@ def test_pause_keep_holds_a_request_across_a_weight_update(srv, tiny_model_dir_b
 
 def test_pause_abort_and_abort_requests_end_requests_with_abort(srv):
     async def run() -> tuple[str, dict, str]:
-        async with httpx.AsyncClient(base_url=srv.url, timeout=120) as http:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=120, headers=ADMIN) as http:
             def long(rid: str) -> asyncio.Future:
                 sp = {"max_tokens": 400, "ignore_eos": True}
                 return asyncio.ensure_future(http.post("/inference/v1/generate", json={
@@ -103,7 +104,7 @@ def test_pause_abort_and_abort_requests_end_requests_with_abort(srv):
 
 def test_pause_wait_lets_running_requests_finish_and_versions_are_integers(srv):
     async def run() -> tuple[str, bool]:
-        async with httpx.AsyncClient(base_url=srv.url, timeout=120) as http:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=120, headers=ADMIN) as http:
             one = asyncio.ensure_future(http.post("/inference/v1/generate", json={
                 "token_ids": PROMPT, "sampling_params": {"max_tokens": 40, "ignore_eos": True}}))
             while _running(srv.url) < 1:
@@ -115,6 +116,6 @@ def test_pause_wait_lets_running_requests_finish_and_versions_are_integers(srv):
 
     reason, done_before_pause_returned = asyncio.run(run())
     assert reason == "length" and done_before_pause_returned
-    r = httpx.post(f"{srv.url}/update_weight_version", json={"new_version": "v-next"})
+    r = httpx.post(f"{srv.url}/update_weight_version", json={"new_version": "v-next"}, headers=ADMIN)
     assert r.status_code == 400 and "integers" in r.json()["error"]["message"]
-    assert httpx.post(f"{srv.url}/pause", params={"mode": "later"}).status_code == 400
+    assert httpx.post(f"{srv.url}/pause", params={"mode": "later"}, headers=ADMIN).status_code == 400

@@ -1,5 +1,6 @@
 """Remote rollouts: `temper train` on the tiny recipe generating on a local `temper serve` (weights
-pushed through /v1/load_weights after every step) learns like the in-process engine does, and
+pushed through /v1/load_weights after every step, with the server's operator token) learns like the
+in-process engine does, and
 `temper eval --endpoint URL` evaluates the model behind a server."""
 
 import json
@@ -28,7 +29,8 @@ def tiny_recipe(model: Path, out: Path, url: str) -> dict[str, Any]:
         "agent": {"max_turn_tokens": 1, "system_prompt": "say"},
         "orchestrator": {"group_size": 8, "batch_groups": 4, "max_staleness": 1, "concurrency": 32,
                          "backend": "remote", "remote": {"url": url, "model": "tiny",
-                                                          "weights_dir": str(out.parent / "push")}},
+                                                          "weights_dir": str(out.parent / "push"),
+                                                          "admin_token_file": str(out.parent / "admin-token")}},
         "eval": {"suite": "toy:n=64,seed=99,digits=2", "n": 64},
         "max_steps": 30,
         "out": str(out),
@@ -44,7 +46,8 @@ def test_train_tiny_recipe_on_a_remote_server(tmp_path: Path):
     from temper.orchestrator.train import train
 
     model = make_toy_model(tmp_path / "toy")
-    with LiveServer(serve_config(model, tmp_path, **{"engine.kv_budget_bytes": 16_000_000})) as srv:
+    with LiveServer(serve_config(model, tmp_path, weights_dirs=[tmp_path / "push"],
+                                 **{"engine.kv_budget_bytes": 16_000_000})) as srv:
         cfg = TrainConfig.from_recipe(tiny_recipe(model, tmp_path / "run", srv.url))
         summary = train(cfg, RunDir.create(cfg))
         text = httpx.get(f"{srv.url}/metrics").text
@@ -69,7 +72,8 @@ def test_train_on_a_remote_server_with_a_sandboxed_suite(tmp_path: Path):
     from temper.orchestrator.train import train
 
     model = make_toy_model(tmp_path / "toy")
-    with LiveServer(serve_config(model, tmp_path, **{"engine.kv_budget_bytes": 16_000_000})) as srv:
+    with LiveServer(serve_config(model, tmp_path, weights_dirs=[tmp_path / "push"],
+                                 **{"engine.kv_budget_bytes": 16_000_000})) as srv:
         recipe = tiny_recipe(model, tmp_path / "run", srv.url)
         recipe.update(suites=[{"spec": "toy:n=16,seed=0,digits=2,sandbox=true"}], eval={"suite": None}, max_steps=2)
         recipe["orchestrator"].update(group_size=4, batch_groups=2, concurrency=8)

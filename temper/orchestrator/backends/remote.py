@@ -1,6 +1,7 @@
 """The remote backend: rollout workers in this process that generate on an OpenAI-compatible server
 (`temper serve`, vLLM, SGLang) through `RemoteClient`, with token ids in and out. New weights go to
-the server after each training step (`/v1/load_weights` for `temper serve`)."""
+the server after each training step (`/v1/load_weights` for `temper serve`, with
+its admin token)."""
 
 import time
 from typing import Any
@@ -20,6 +21,8 @@ class RemoteBackend(LocalBackend):
         # One server, one client and one sandbox pool, shared by the workers; their fault-injection salts differ.
         self.policy = open_runner(model, remote=remote, needs_sandbox=any(s.needs_sandbox for s in suites),
                                   sandbox=sandbox)
+        # temper serve's weight routes need its operator token (orchestrator.remote.admin_token_file / _env)
+        self.policy.client.admin_token = remote.admin_token()
         self.workers = [RolloutWorker(self.policy, suites, spec.salted(i)) for i in range(num_workers)]
         self.num_workers = num_workers
         self.update_ms = None
