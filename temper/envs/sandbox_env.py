@@ -4,9 +4,10 @@ from pathlib import Path
 from typing import Any
 
 from temper.envs.env import Environment, Observation, TaskLimits
-from temper.envs.sandboxes import SandboxProvider, as_provider, call
+from temper.envs.sandboxes import SandboxProvider, as_provider
 from temper.envs.task import Task
 from temper.sandbox import ExecResult, Limits
+from temper.sandbox.aio import call
 
 
 class SandboxEnv(Environment):

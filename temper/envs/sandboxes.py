@@ -1,6 +1,7 @@
-"""The one place envs touch the sandbox package: handing out episode sandboxes, async calls,
-and telling a crashed sandbox from a failing command, and a crash the agent caused (scored 0)
-from one it could not have caused (infrastructure, masked).
+"""The one place envs touch the sandbox package: handing out episode sandboxes (their blocking calls run
+through temper.sandbox.aio.call, on the sandboxes' own threads), and telling a crashed sandbox from a
+failing command, and a crash the agent caused (scored 0) from one it could not have caused
+(infrastructure, masked).
 
 Every episode sandbox has the scratch mounts a verifier phase needs: /logs (the verifier writes
 its reward there, and keeps its HOME and TMPDIR there: a filesystem of its own, `LOGS_MB`, emptied
@@ -8,21 +9,17 @@ before the verifier runs, so an agent that fills the sandbox's disk cannot keep 
 writing), /tests and /solution (uploaded only after the agent phase, or for an oracle run).
 """
 
-import asyncio
-import functools
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from temper.envs.reward import Reward
 from temper.errors import TemperError
 from temper.sandbox import AsyncSandboxPool, Limits, Mount, Sandbox, SandboxConfig, SandboxPool
+from temper.sandbox.aio import call
 from temper.sandbox.errors import SandboxCrashed
 from temper.sandbox.remote_pool import RemotePoolSpec, RemoteSandboxPool
 from temper.trajectory import FailureKind
 
-T = TypeVar("T")
 EPISODE_MOUNTS = ("/logs", "/tests", "/solution")
 LOGS_MB = 64  # /logs: the verifier's reward, logs, HOME and TMPDIR (a tmpfs of its own in bwrap mode)
 
@@ -81,16 +78,6 @@ def as_provider(pool: Any) -> SandboxProvider:
     if isinstance(pool, SandboxProvider):
         return pool
     return SandboxProvider(pool=pool)
-
-
-# Sandbox calls block for as long as the command runs (up to minutes): they get threads of their
-# own, so a few slow commands cannot starve the default executor (6 threads on 2 cores).
-_EXECUTOR = ThreadPoolExecutor(max_workers=128, thread_name_prefix="temper-sandbox-call")
-
-
-async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking sandbox call off the event loop, so many episodes run concurrently."""
-    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, functools.partial(fn, *args, **kwargs))
 
 
 def is_sandbox_crash(exc: BaseException) -> bool:

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
-from temper.envs.sandboxes import call, is_sandbox_crash
+from temper.envs.sandboxes import is_sandbox_crash
+from temper.sandbox.aio import call
 
 MAX_TIMEOUT_S = 600.0
 T = TypeVar("T")

@@ -8,10 +8,11 @@ from typing import Any
 
 from temper.envqa.checks.session import Clock, opened
 from temper.envs.reward import Reward
-from temper.envs.sandboxes import call, is_sandbox_crash
+from temper.envs.sandboxes import is_sandbox_crash
 from temper.envs.suite import Suite
 from temper.envs.suites.terminal import TerminalEnv
 from temper.envs.task import Task
+from temper.sandbox.aio import call
 
 # Runs solve.sh under a Python parent, so the peak RSS of its processes can be read back.
 _RSS_WRAP = ("import resource, subprocess, sys\n"

@@ -9,11 +9,12 @@ from temper.envs.env import StepResult, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
-from temper.envs.sandboxes import as_provider, call
+from temper.envs.sandboxes import as_provider
 from temper.envs.suite import ListSuite
 from temper.envs.suites.humaneval_code import RUNNER, build_program
 from temper.envs.task import Task
 from temper.sandbox import Sandbox
+from temper.sandbox.aio import call
 
 INSTRUCTION = ("Complete the following Python function. Answer with the complete function in a ```python code "
                "block.\n\n```python\n{prompt}```")

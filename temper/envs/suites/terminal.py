@@ -14,12 +14,13 @@ from temper.envs.env import GRACE_S, StepResult, TaskLimits, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
 from temper.envs.sandbox_env import SandboxEnv
-from temper.envs.sandboxes import as_provider, broken_by_agent, call, is_sandbox_crash, verifier_broken
+from temper.envs.sandboxes import as_provider, broken_by_agent, is_sandbox_crash, verifier_broken
 from temper.envs.suite import ListSuite
 from temper.envs.task import Task, content_hash
 from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
 from temper.errors import TemperError
 from temper.sandbox import Limits, SandboxError
+from temper.sandbox.aio import call
 from temper.sandbox.config import TaskMaxima
 
 REWARD_BYTES = 1 << 20
