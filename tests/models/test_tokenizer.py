@@ -29,6 +29,7 @@ def gguf_pair():
     return Tokenizer.from_gguf(gguf), hf
 
 
+@pytest.mark.e2e  # gguf_pair: transformers reads the whole SmolLM2 GGUF file (about a minute on 2 busy cores)
 @pytest.mark.parametrize("text", TEXTS)
 def test_gguf_tokenizer_matches_transformers(gguf_pair, text):
     ours, hf = gguf_pair
@@ -52,6 +53,7 @@ def test_special_tokens_of_smollm2(smollm2_tokenizer):
     assert tok.id_to_token(2) == "<|im_end|>"
 
 
+@pytest.mark.e2e  # gguf_pair
 def test_folder_and_gguf_tokenizers_agree(gguf_pair, smollm2_tokenizer):
     ours, _ = gguf_pair
     for text in TEXTS:

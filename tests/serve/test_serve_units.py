@@ -103,6 +103,7 @@ def test_config_requires_ngram():
         ServeConfig.model_validate({"engine": {"speculative": {"method": None}}})
 
 
+@pytest.mark.e2e  # `temper serve` processes (they stop at the bad input, after its imports)
 def test_cli_bad_input_is_one_clear_line(tmp_path):
     import os
     import subprocess
