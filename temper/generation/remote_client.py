@@ -195,7 +195,13 @@ class RemoteClient:
 
     async def load_weights_from(self, folder: str, version: int) -> None:
         admin = {"Authorization": f"Bearer {self.admin_token}"} if self.admin_token else None
-        await self._post("/v1/load_weights", {"path": folder, "version": version}, admin)
+        try:
+            await self._post("/v1/load_weights", {"path": folder, "version": version}, admin)
+        except RequestError as exc:
+            if " HTTP 401" in str(exc) or " HTTP 403" in str(exc):  # temper serve's operator routes
+                raise RequestError(f"{exc} (the client's admin token: remote.admin_token_file or admin_token_env; "
+                                   "its weights_dir must be inside the server's weights_dirs)") from None
+            raise
         self.version = version
 
     async def aclose(self) -> None:

@@ -2,7 +2,9 @@
 
 import pytest
 
-from temper.generation import Prices
+from temper.errors import TemperError
+from temper.generation import Prices, StructuredOutputs
+from temper.generation.remote_client import read_secret
 from temper.serve.config import ABConfig, BudgetConfig, RoutingConfig, ServeConfig, UsageConfig
 from temper.serve.metrics import Metrics
 from temper.serve.redact import redact
@@ -117,3 +119,24 @@ def test_cli_bad_input_is_one_clear_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "temper", "serve", "--model", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 1 and len(run.stderr.strip().splitlines()) == 1 and "nope" in run.stderr, run.stderr
+
+
+def test_the_admin_token_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
+    (tmp_path / "token").write_text("s3cret\n")
+    monkeypatch.setenv("TEMPER_TEST_TOKEN", " s3cret ")
+    monkeypatch.setenv("TEMPER_TEST_EMPTY", "")
+    assert read_secret(str(tmp_path / "token"), None, "admin_token") == "s3cret"
+    assert read_secret(None, "TEMPER_TEST_TOKEN", "admin_token") == "s3cret"
+    assert read_secret(None, None, "admin_token") is None  # not configured: the operator's routes are off
+    for file, env, why in [(str(tmp_path / "token"), "TEMPER_TEST_TOKEN", "not both"),
+                           (None, "TEMPER_TEST_EMPTY", "is empty"), (None, "TEMPER_TEST_UNSET", "is empty"),
+                           (str(tmp_path / "missing"), None, "cannot read")]:
+        monkeypatch.delenv("TEMPER_TEST_UNSET", raising=False)
+        with pytest.raises(TemperError, match=why):
+            read_secret(file, env, "admin_token")
+
+
+def test_a_constraints_size_and_depth_count_brackets_outside_json_strings():
+    assert StructuredOutputs(json='{"a": {"b": "{{{[[["}}').size_and_depth() == (22, 2)
+    assert StructuredOutputs(regex=r"(a(b)\(c)").size_and_depth()[1] == 2
+    assert StructuredOutputs(choice=("yes", "no")).size_and_depth() == (6, 0)
