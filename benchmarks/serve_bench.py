@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from temper.runtime import free_port
+from temper.net import free_port
 
 PASSAGE = ("The Amazon rainforest covers much of the Amazon basin of South America. The basin spans seven "
            "million square kilometres, of which five and a half million are covered by the rainforest. The "

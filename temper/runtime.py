@@ -4,7 +4,6 @@ TCP port for the servers and process groups a command starts."""
 import os
 import random
 import re
-import socket
 from typing import Any
 
 import numpy as np
@@ -67,13 +66,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on at `host` now (the OS picks it; another process may take it before use)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def pyplot() -> Any:

@@ -21,8 +21,8 @@ def register(app: typer.Typer) -> None:
         """Browse runs (live charts, trajectories token by token), evaluations and envqa reports; read-only."""
         import uvicorn
 
-        from temper.cli.serve import free_port
         from temper.dashboard.app import create_app
+        from temper.net import free_port
 
         roots = folders or [Path("runs")]
         missing = [str(p) for p in roots if not p.is_dir()]

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from temper.cli.common import ConfigOption, PrintConfigOption, SetOption, print_config, resolve_config
-from temper.runtime import free_port
+from temper.net import free_port
 
 log = logging.getLogger("temper.serve")
 

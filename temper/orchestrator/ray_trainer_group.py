@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from temper.errors import TemperError
+from temper.net import free_port
 from temper.orchestrator.backends.ray import check_placeable, connect, death_cause
 from temper.orchestrator.ray_config import RayConfig
 from temper.rl.config import RLConfig
 from temper.rl.trainer_group import CLOSE_S, RankGroup, TrainerRank, log_to, rank_error, reply
-from temper.runtime import free_port
 from temper.sandbox.remote_pool import actor_options
 
 MARKER = ".run_folder_check"  # written by the driver into the rank log folder; every rank must read it back

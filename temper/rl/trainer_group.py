@@ -28,11 +28,11 @@ import torch.multiprocessing as mp  # its pickler sends tensors through shared m
 
 from temper.errors import TemperError
 from temper.logs import log_tail
+from temper.net import free_port
 from temper.rl import distributed as dist
 from temper.rl.checkpoint import load_trainer_checkpoint, rng_state, save_trainer_checkpoint, set_rng_state
 from temper.rl.config import RLConfig
 from temper.rl.stats import StepStats
-from temper.runtime import free_port
 from temper.trajectory import Trajectory
 
 LOG_TAIL = 3  # log lines a dead rank's error quotes

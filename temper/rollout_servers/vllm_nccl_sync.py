@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from temper.errors import ConfigError
+from temper.net import free_port
 from temper.rollout_servers.vllm_client import VllmClient
-from temper.rollout_servers.vllm_server import free_port
 
 
 def vllm_importable() -> bool:

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import httpx
 
 from temper.errors import TemperError
 from temper.logs import log_tail as read_tail
+from temper.net import free_port
 from temper.rollout_servers.vllm_config import VllmConfig
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: its .venv-vllm, and the worker extension's import root
@@ -60,12 +60,6 @@ def core_shares(n: int) -> list[str]:
         contiguous = part[-1] - part[0] == len(part) - 1
         shares.append(f"{part[0]}-{part[-1]}" if contiguous else ",".join(map(str, part)))
     return shares
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def log_tail(path: Path, lines: int = 6) -> str:

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from orch_helpers import metrics, run_tiny, tiny_config
 
-from temper.runtime import free_port
+from temper.net import free_port
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from temper.runtime import free_port
+from temper.net import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ import uvicorn
 
 from temper.engine import EngineConfig, SpeculativeConfig
 from temper.models import LlamaForCausalLM, ModelConfig, save_model
-from temper.runtime import free_port
+from temper.net import free_port
 from temper.serve.app import create_app
 from temper.serve.config import ServeConfig
 

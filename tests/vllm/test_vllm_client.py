@@ -14,10 +14,11 @@ from vllm_helpers import trainer_logprobs
 
 from temper.generation import SamplingParams
 from temper.models import Tokenizer, load_model
+from temper.net import free_port
 from temper.orchestrator.backends.vllm import write_safetensors
 from temper.rollout_servers.vllm_client import VllmClient
 from temper.rollout_servers.vllm_config import VllmConfig
-from temper.rollout_servers.vllm_server import VllmServer, VllmServerError, core_shares, free_port, probe
+from temper.rollout_servers.vllm_server import VllmServer, VllmServerError, core_shares, probe
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.e2e]
 PROMPT = [3, 7, 4, 8, 9, 2, 5]  # <|system|> say <|user|> 1 2 <|end|> <|assistant|>

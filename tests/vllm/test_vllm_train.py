@@ -157,7 +157,7 @@ def _run(cfg: TrainConfig, rd: RunDir, errors: list[BaseException]) -> None:
 
 
 def test_a_wrong_url_is_one_line_before_any_work(vllm_toy: Path, tmp_path: Path):
-    from temper.rollout_servers.vllm_server import free_port
+    from temper.net import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     (tmp_path / "cfg.json").write_text(json.dumps(tiny_vllm_recipe(vllm_toy, tmp_path / "run", vllm={"urls": [url]})))
