@@ -21,6 +21,7 @@ class FailureKind(StrEnum):
     ENGINE_ERROR = "engine_error"
     VERIFIER_ERROR = "verifier_error"  # the verifier itself broke (wrote no reward, crashed)
     AGENT_PROGRAM = "agent_program"  # an external agent program never reached the model (a crash after is a 0)
+    TASK_BROKEN = "task_broken"  # the task's verifier fails on a clean control run too: quarantined, not retried
 
 
 @dataclass

@@ -6,6 +6,7 @@ The advantage is recomputed as the trainer computed it, from the rewards of the 
 run's `algorithm.advantages` (outcome estimators give one value per sequence, on its model tokens).
 """
 
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ def run_tokenizer(run: Path, config: dict[str, Any]) -> Tokenizer | None:
 
 def advantage(config: dict[str, Any], group: list[dict[str, Any]], episode_id: str) -> float | None:
     """The episode's outcome advantage among the group's scored samples; None when it had none."""
-    scored = [g for g in group if g["reward"] is not None and g["failure"] is None]
+    # a store written before rewards had to be finite may hold a NaN: that sample has no advantage to show
+    scored = [g for g in group if g["reward"] is not None and g["failure"] is None and math.isfinite(g["reward"])]
     ids = [g["id"] for g in scored]
     if episode_id not in ids:
         return None

@@ -10,8 +10,10 @@ matcher allows; a row that verifies speculative drafts gets the mask of the stat
 drafts before it, so a kept draft is the constrained greedy choice and speculation stays lossless.
 """
 
+import contextlib
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -27,6 +29,7 @@ class Grammars:
         self.tokenizer, self.vocab_size, self.stop_ids = tokenizer, vocab_size, stop_ids
         self._compiler: Any = None
         self._cache: OrderedDict[StructuredOutputs, Any] = OrderedDict()
+        self._pins: dict[StructuredOutputs, int] = {}  # constraints compiled for a request not yet queued
         self.cache_size = cache_size
         self._lock = threading.Lock()  # the cache and the compiler's creation: `compiled` runs on any thread
 
@@ -52,9 +55,31 @@ class Grammars:
                                f"({str(exc).splitlines()[0][:300]})") from None
         with self._lock:
             self._cache[so] = compiled
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            self._evict()
         return compiled
+
+    @contextlib.contextmanager
+    def pinned(self, so: StructuredOutputs | None) -> Iterator[None]:
+        """Keep `so`'s compiled grammar cached until the request that compiled it (off the engine's thread, under
+        a time limit) is queued: evicted in between, it would compile again with no limit."""
+        if so is None:
+            yield
+            return
+        with self._lock:
+            self._pins[so] = self._pins.get(so, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pins[so] -= 1
+                if not self._pins[so]:
+                    del self._pins[so]
+                self._evict()
+
+    def _evict(self) -> None:
+        """The least recently used unpinned entries, down to `cache_size` (with the lock held)."""
+        for key in [k for k in self._cache if k not in self._pins][:max(0, len(self._cache) - self.cache_size)]:
+            del self._cache[key]
 
     def _compile(self, so: StructuredOutputs) -> Any:
         import xgrammar as xgr

@@ -10,23 +10,26 @@ from temper.envqa.dedup import Cluster, Doc, find_duplicates, normalise
 from temper.envqa.loading import Entry
 from temper.envqa.sensitive import scan_task
 from temper.envs.registry import parse_spec
+from temper.envs.taskfolder import folder_files
 
 _MAX_BYTES = 256 << 10  # larger files are data blobs, not text a person wrote
 
 
 def folder_texts(folder: Path) -> dict[str, str]:
-    """Every text file of a task folder, by its path in the folder."""
+    """Every text file of a task folder, by its path in the folder (read as the loader reads: a link is never
+    followed, so a file of the host never reaches the report)."""
     out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.stat().st_size <= _MAX_BYTES:
-            try:
-                out[str(p.relative_to(folder))] = p.read_text()
-            except UnicodeDecodeError:
-                continue
+    for rel, data in folder_files(folder, _MAX_BYTES).items():
+        try:
+            out[rel] = data.decode()
+        except UnicodeDecodeError:
+            continue
     return out
 
 
 def entry_texts(e: Entry) -> dict[str, str]:
+    if e.load_error:  # a folder the loader refused (e.g. one that links out) is not read at all
+        return {}
     if e.folder is not None:
         return folder_texts(e.folder)
     assert e.task is not None

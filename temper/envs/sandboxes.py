@@ -49,6 +49,11 @@ class SandboxProvider:
                                   "build it with temper.envs.sandboxes.make_pool or episode_config()")
         self.config = episode_config(config)
 
+    def unpooled(self) -> "SandboxProvider":
+        """Fresh sandboxes of the same configuration, beside a local pool: for a sandbox wanted while the
+        episodes holding every pooled one wait for it (e.g. a verifier's control run)."""
+        return SandboxProvider(config=self.pool.config) if isinstance(self.pool, SandboxPool) else self
+
     async def acquire(self, template: Path | None = None, limits: Limits | None = None) -> Sandbox:
         if self.pool is not None:
             return await call(self.pool.acquire, template)

@@ -181,6 +181,14 @@ def _digest(folder: Path, entries: list[tuple[str, os.stat_result]]) -> str:
     return h.hexdigest()[:16]
 
 
+def folder_files(folder: Path, max_file_bytes: int, maxima: TaskMaxima | None = None) -> dict[str, bytes]:
+    """The folder's regular files of at most `max_file_bytes` (relative path -> bytes), found and read as the
+    loader does: no link followed, the same refusals (TaskFolderError)."""
+    entries = _walk(folder, (maxima or TaskMaxima()).folder_mb << 20)
+    return {rel: _read(folder, rel) for rel, st in entries
+            if stat.S_ISREG(st.st_mode) and st.st_size <= max_file_bytes and "__pycache__" not in rel.split("/")}
+
+
 def load_task_folder(path: Path | str, maxima: TaskMaxima | None = None) -> TaskFolder:
     folder = Path(path)
     name = str(folder)

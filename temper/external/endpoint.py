@@ -33,6 +33,8 @@ from temper.agent.tools.builtin import settle
 from temper.external.recorder import Recorder
 from temper.external.sandbox_routes import add_sandbox_routes
 from temper.generation import GenerationClient, SamplingParams
+from temper.sandbox.aio import call
+from temper.serve.constraints import ConstraintError, GrammarLimits, check_limits
 from temper.serve.layer import ApiError, OpenAILayer, error_response
 from temper.serve.responses import Job
 from temper.serve.routes import add_openai_routes
@@ -61,9 +63,10 @@ class EpisodeState:
     # One model call at a time: whether a call extends the record depends on the one before it.
     calls_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The agent phase's end (time.monotonic()): no /exec command outlives it. `pending`: sandbox calls
-    # still running (their request may be gone with the program), waited for before the verifier.
+    # still running (their request may be gone with the program), interrupted and waited for before the verifier.
     deadline: float | None = None
     pending: set[Any] = field(default_factory=set)
+    exec_interrupted: bool = False  # a command the program left running was killed when it exited
 
     def __post_init__(self) -> None:
         self.recorder = Recorder(self.tokenizer)
@@ -102,6 +105,12 @@ class EpisodeLayer(OpenAILayer):
             raise ApiError(400, f"{name}: the episode endpoint samples the policy unconstrained (a constrained "
                                 "answer's logprobs are over the allowed tokens only, not the policy's; "
                                 "agent.constrained_requests=mark allows it and keeps the call out of the loss)", name)
+        if asked.structured is not None:  # marked: it runs, within serve's bounds on a constraint's size and nesting
+            name, limits = constraint_field(job), GrammarLimits()
+            try:
+                check_limits(asked.structured, name, limits.max_bytes, limits.max_depth)
+            except ConstraintError as exc:
+                raise ApiError(400, str(exc), name) from None
         where = "messages" if job.kind == "chat" else "prompt"
         room = a.max_context_tokens - len(ids)
         if room < 1:
@@ -176,7 +185,10 @@ class EpisodeEndpoint:
 
     async def __aexit__(self, *exc: object) -> None:
         self.state.closed = True
-        crash = await settle(self.state.pending)  # the commands left running end by their (clamped) timeouts
+        sandbox = getattr(self.state.env, "sandbox", None)
+        if self.state.pending and sandbox is not None:  # the program has gone: so does the command it left running
+            self.state.exec_interrupted = await call(sandbox.interrupt)
+        crash = await settle(self.state.pending)
         if crash is not None and self.state.sandbox_crash is None:
             self.state.sandbox_crash = crash
         if self.server is not None and self.task is not None:

@@ -103,7 +103,8 @@ def _result(task: Task, state: EpisodeState, reward: Reward, program: ProgramRes
             **({"program": {"exit_code": program.exit_code, "timed_out": program.timed_out,
                             "stdout_tail": program.stdout, "stderr_tail": program.stderr}} if program else {}),
             **({"error": reward.info["error"]} if "error" in reward.info else {}),
-            **({"program_crashed": True} if reward.info.get("program_crashed") else {})}
+            **({"program_crashed": True} if reward.info.get("program_crashed") else {}),
+            **({"exec_interrupted": True} if state.exec_interrupted else {})}
     trajs = [seg.to_trajectory(reward=reward.value, reward_components=dict(reward.components), task_id=task.id,
                                group_id=group_id, id=f"{task.id}-{episode_id}-{i}", failure=reward.failure,
                                truncated=truncated, timings=dict(timings),

@@ -1,8 +1,9 @@
 """The episode endpoint's sandbox routes: `POST /exec {"command", "timeout"}` -> {"exit_code", "stdout",
-"stderr"} (bash -c, in /app), `POST /files/read {"path"}` -> {"content"}, `POST /files/write {"path",
+"stderr", "limit"} (bash -c, in /app), `POST /files/read {"path"}` -> {"content"}, `POST /files/write {"path",
 "content"}` -> {"ok": true}. A command's timeout ends by the episode's end (the sandbox kills it then),
-and a call whose program has gone is still waited for before the verifier. Each action is kept for the
-episode's record; a sandbox that crashes under a call ends the episode's use of it (503 from then on)."""
+and a call whose program has gone is interrupted (the sandbox kills its command) and waited for before the
+verifier (the episode's info says `exec_interrupted`). Each action is kept for the episode's record; a sandbox
+that crashes under a call ends the episode's use of it (503 from then on)."""
 
 import json
 import time
@@ -41,7 +42,7 @@ def add_sandbox_routes(app: FastAPI, st: Any) -> None:
         except Exception as exc:
             raise _failure(st, exc) from None
         out = {"exit_code": r.exit_code, "stdout": r.stdout.decode(errors="replace"),
-               "stderr": r.stderr.decode(errors="replace")}
+               "stderr": r.stderr.decode(errors="replace"), "limit": r.limit}
         st.actions.append(ToolRecord("exec", {"command": body.command}, json.dumps(out)[:2000], r.exit_code != 0,
                                      time.monotonic() - t))
         return out

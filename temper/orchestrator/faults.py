@@ -35,7 +35,7 @@ async def with_retries(run: Callable[[int], Awaitable[Attempt]], cfg: RetryConfi
         except Exception as exc:  # a crashed worker call is an infrastructure failure, never the agent's
             result = Attempt([], attempt, FailureKind.WORKER_ERROR, f"{type(exc).__name__}: {exc}")
         result.attempts, result.failed_tries = attempt, failed
-        if result.failure is None:
+        if result.failure is None or result.failure == FailureKind.TASK_BROKEN:  # a broken task stays broken
             return result
         failed.append(result.failure.value)
         if attempt < cfg.max_attempts:

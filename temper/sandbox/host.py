@@ -72,6 +72,9 @@ class SupervisorHandle:
         self._lease: uids.UidLease | None = None
         self._folder: tuple[Path, bool] | None = None
         self._stop_lock = threading.Lock()
+        self._cancel_w = -1  # the write end of the supervisor's interrupt pipe
+        self._seq = 0  # exec requests sent so far; `running`: the sequence number of the one in flight
+        self.running: int | None = None
         t0 = time.monotonic()
         try:
             self._launch(template_key)
@@ -101,6 +104,10 @@ class SupervisorHandle:
                 bpf = seccomp.build_filter(True)
                 argv, kw = bwrap.as_uid(self._lease.uid, argv)
             pass_fds = ()
+        cancel_r, self._cancel_w = os.pipe()
+        os.set_blocking(self._cancel_w, False)  # an interrupt never waits
+        pass_fds = (*pass_fds, cancel_r)
+        plan.init["cancel_fd"] = cancel_r
         if "pids" in parents:  # let the pids cgroup, whose hits can be counted, stop a fork bomb first
             plan.init["rlimits"] = [(k, lo + 4, hi + 4) if k == "nproc" else (k, lo, hi)
                                     for k, lo, hi in plan.init["rlimits"]]
@@ -108,6 +115,7 @@ class SupervisorHandle:
         with open(self._log_path(), "wb") as log:  # the supervisor's own stderr (set-up failures)
             self._proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, bufsize=0,
                                 pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, **kw)
+        os.close(cancel_r)
         pid = self._proc.pid
         if self.mode == "bwrap":
             os.close(info_w)
@@ -136,6 +144,10 @@ class SupervisorHandle:
         with self._stop_lock:  # a sandbox may be closed from two threads at once: release each part once
             proc, cgroup, lease, folder = self._proc, self.cgroup, self._lease, self._folder
             self._proc = self.cgroup = self._lease = self._folder = None
+        cancel_w, self._cancel_w = self._cancel_w, -1
+        if cancel_w >= 0:
+            with contextlib.suppress(OSError):
+                os.close(cancel_w)
         if proc is not None:
             for f in (proc.stdin, proc.stdout):
                 with contextlib.suppress(OSError):
@@ -157,6 +169,18 @@ class SupervisorHandle:
         with contextlib.suppress(OSError):
             self._log_path().unlink()
 
+    def interrupt(self) -> bool:
+        """Kill the command running now, if any, from any thread (the caller of `exec` holds the sandbox's
+        lock): it returns at once with limit "interrupted". Stale interrupts are ignored by number."""
+        seq, fd = self.running, self._cancel_w
+        if seq is None or fd < 0:
+            return False
+        try:
+            os.write(fd, seq.to_bytes(4, "little"))
+        except OSError:  # closed meanwhile, or a pipe full of interrupts: the command ends anyway
+            return False
+        return True
+
     # -- protocol ------------------------------------------------------------------------------
     def call(self, meta: dict[str, Any], blob: bytes = b"", timeout: float = 30.0,
               init: bool = False) -> tuple[dict[str, Any], bytes]:
@@ -166,6 +190,10 @@ class SupervisorHandle:
             raise SandboxCrashed(f"sandbox {self.id}: not running (closed, or its supervisor died); reset() restarts",
                                  by_agent=self.broken_by_agent)
         refused = timed_out = False
+        if meta["op"] == "exec":
+            self._seq += 1
+            meta = {**meta, "seq": self._seq}
+            self.running = self._seq
         try:
             wire.send(proc.stdin, meta, blob)
             ready, _, _ = select.select([proc.stdout], [], [], timeout)
@@ -175,6 +203,8 @@ class SupervisorHandle:
             msg, refused = None, True
         except (BrokenPipeError, OSError):
             msg = None
+        finally:
+            self.running = None
         if msg is None:
             if not (refused or timed_out):  # its pipe closed: it is exiting, but is reaped a moment after
                 with contextlib.suppress(subprocess.TimeoutExpired):

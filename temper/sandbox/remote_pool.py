@@ -135,6 +135,9 @@ class RemoteSandbox:
         wall = timeout if timeout is not None else self.config.limits.wall_time_s
         return self._call("exec", (cmd,), {"stdin": stdin, "timeout": timeout, "env": env, "cwd": cwd}, wall + HOP_S)
 
+    def interrupt(self) -> bool:
+        return self._call("interrupt", ())  # the actor is threaded: this runs beside the exec it stops
+
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         self._call("write_file", (path, data, mode))
 
@@ -144,8 +147,8 @@ class RemoteSandbox:
     def list_files(self, path: str = ".", recursive: bool = False) -> FileList:
         return self._call("list_files", (path, recursive))
 
-    def upload(self, src_dir: Path | str, dest: str) -> None:
-        self._call("upload", (self.pool.ship(self.pool_index, Path(src_dir)), dest))
+    def upload(self, src_dir: Path | str, dest: str, read_only: bool = False) -> None:
+        self._call("upload", (self.pool.ship(self.pool_index, Path(src_dir)), dest, read_only))
 
     def reset(self, template: Path | str | None = KEEP) -> float:
         key = KEEP_TOKEN if template is KEEP else None if template is None else self.pool.ship(

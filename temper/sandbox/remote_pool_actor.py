@@ -20,7 +20,7 @@ from temper.sandbox.pool import SandboxPool
 from temper.sandbox.sandbox import KEEP, Sandbox
 
 KEEP_TOKEN = ("temper-keep-template",)  # KEEP does not survive pickling: it travels as this
-CALLS = frozenset({"exec", "write_file", "read_file", "list_files", "upload", "reset", "close"})
+CALLS = frozenset({"exec", "interrupt", "write_file", "read_file", "list_files", "upload", "reset", "close"})
 
 
 def node_audit_dir(run_dir: Path, node_id: str) -> Path:

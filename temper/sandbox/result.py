@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 from typing import Literal
 
-LimitName = Literal["wall_time", "cpu", "memory", "processes", "file_size", "output", "disk"]
+# "interrupted": not a limit but the host's `Sandbox.interrupt` (e.g. the program that asked for it has exited)
+LimitName = Literal["wall_time", "cpu", "memory", "processes", "file_size", "output", "disk", "interrupted"]
 
 
 @dataclass(frozen=True)

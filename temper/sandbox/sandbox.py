@@ -121,6 +121,15 @@ class Sandbox:
                     stderr_sha256=sha256(r.stderr), truncated=r.stdout_truncated or r.stderr_truncated)
         return r
 
+    def interrupt(self) -> bool:
+        """Kill the command `exec` is running now, from another thread (it returns with limit "interrupted");
+        False if none was running. For a caller that has gone, e.g. an agent program that exited mid-call."""
+        sup = self._sup
+        done = sup is not None and sup.interrupt()
+        if done:
+            self._audit("interrupt")
+        return done
+
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         """Write a file in the workspace (or a writable mount); parents are created. Symlinks are
         refused (PathEscapeError), and so is anything but a regular file at `path` (a fifo, a socket)."""
@@ -152,15 +161,17 @@ class Sandbox:
                         truncated=truncated)
             return FileList([FileEntry(**e) for e in meta["entries"]], truncated)
 
-    def upload(self, src_dir: Path | str, dest: str) -> None:
+    def upload(self, src_dir: Path | str, dest: str, read_only: bool = False) -> None:
         """Copy a host folder into a writable folder of the sandbox (e.g. tests for a verifier phase).
         Nothing the sandbox planted is followed: a symlink at `dest` or inside it is refused
-        (PathEscapeError), as is a fifo or socket where a file goes (SandboxError)."""
+        (PathEscapeError), as is a fifo or socket where a file goes (SandboxError). read_only: `dest` is one
+        of the config's mounts; what is in it goes first, and it stays read-only for every command until the
+        next reset or upload there (a read-only remount in bwrap mode; mode bits only in Landlock mode)."""
         with self._lock:
             key = self._stage(Path(src_dir))
             target = self.path(dest)
-            self._audit("upload", src=str(src_dir), dest=target, template_key=key)
-            self._live().call({"op": "copy_in", "key": key, "dest": target})
+            self._audit("upload", src=str(src_dir), dest=target, template_key=key, read_only=read_only)
+            self._live().call({"op": "copy_in", "key": key, "dest": target, "read_only": read_only})
 
     def reset(self, template: Path | str | None = KEEP) -> float:
         """Back to the template (another one if given): kills every process, restores every writable

@@ -160,12 +160,13 @@ class Server(OpenAILayer):
         job.record.route_reason = route.reason
         self.metrics.routes.labels(variant=route.variant, reason=route.reason).inc()
         job.headers = {"X-Variant": route.variant, "X-Route-Reason": route.reason, "X-Request-Id": job.rid}
-        await self.compile_constraint(job.params.structured, job.structured_field or "structured_outputs")
-        self.check_sequences(len(job.prompts) * job.params.n, "n")
-        try:
-            return await self.variants.submit(job.prompts, job.params, job.rid, route.variant, job.record.key)
-        except RequestError as exc:
-            raise request_error(exc, job, "messages" if job.kind == "chat" else "prompt") from None
+        with self.variants.engine.grammars.pinned(job.params.structured):  # compiled here, found by the engine
+            await self.compile_constraint(job.params.structured, job.structured_field or "structured_outputs")
+            self.check_sequences(len(job.prompts) * job.params.n, "n")
+            try:
+                return await self.variants.submit(job.prompts, job.params, job.rid, route.variant, job.record.key)
+            except RequestError as exc:
+                raise request_error(exc, job, "messages" if job.kind == "chat" else "prompt") from None
 
     def finish(self, job: Job, status: str, http_status: int = 200, error: str | None = None) -> None:
         r = job.record

@@ -10,6 +10,7 @@ from temper.config import ConfigModel
 from temper.engine.config import EngineConfig
 from temper.generation.prices import Prices
 from temper.runtime import RuntimeConfig
+from temper.serve.constraints import GrammarLimits
 
 
 class QueueConfig(ConfigModel):
@@ -20,16 +21,6 @@ class QueueConfig(ConfigModel):
     # Sequences (prompts x n) in flight at once: what the engine holds; beyond it: 429 + Retry-After.
     max_sequences: int = Field(256, ge=1)
     max_sequences_per_request: int = Field(64, ge=1)  # one request's prompts x n; beyond it: 400 naming n
-
-
-class GrammarLimits(ConfigModel):
-    """Limits on a request's constraint (response_format, tool_choice, structured_outputs), checked before it
-    compiles; compiling runs off the engine's thread. Beyond a limit: 400 naming the field."""
-
-    max_bytes: int = Field(65536, ge=1)  # the schema's, regex's or grammar's text
-    # bracket nesting ({[( ) of that text; xgrammar's compile time grows about with its cube
-    max_depth: int = Field(64, ge=1)
-    compile_timeout_s: float = Field(10.0, gt=0)
 
 
 class ABConfig(ConfigModel):

@@ -14,9 +14,22 @@ A forced tool call wins over `response_format`; asking for two of these at once 
 
 import json
 
+from pydantic import Field
+
 from temper.agent.tools.base import Tool
+from temper.config import ConfigModel
 from temper.generation import RequestError, StructuredOutputs
 from temper.serve.schemas import ChatRequest, Sampling
+
+
+class GrammarLimits(ConfigModel):
+    """Limits on a request's constraint (response_format, tool_choice, structured_outputs), checked before it
+    compiles; compiling runs off the engine's thread. Beyond a limit: 400 naming the field."""
+
+    max_bytes: int = Field(65536, ge=1)  # the schema's, regex's or grammar's text
+    # bracket nesting ({[( ) of that text; xgrammar's compile time grows about with its cube
+    max_depth: int = Field(64, ge=1)
+    compile_timeout_s: float = Field(10.0, gt=0)
 
 
 class ConstraintError(ValueError):

@@ -131,12 +131,13 @@ def add_rl_routes(app: FastAPI, server: Any) -> None:
             return refuse(400, f"request_id: {rid!r} is in flight already", "request_id")
         key = user_key(request)
         server.check_admission(key)  # a 429 (with Retry-After) or 503, through the ApiError handler
-        await server.compile_constraint(params.structured, "sampling_params.structured_outputs")
-        server.check_sequences(params.n, "sampling_params.n")
-        try:
-            run = await variants.submit([body.token_ids], params, rid, "standard", key)
-        except RequestError as exc:
-            return refuse(400, str(exc), "sampling_params")
+        with variants.engine.grammars.pinned(params.structured):  # compiled here, found by the engine
+            await server.compile_constraint(params.structured, "sampling_params.structured_outputs")
+            server.check_sequences(params.n, "sampling_params.n")
+            try:
+                run = await variants.submit([body.token_ids], params, rid, "standard", key)
+            except RequestError as exc:
+                return refuse(400, str(exc), "sampling_params")
         done: list[Completion] = []
         try:
             async for _, item in run:

@@ -98,3 +98,23 @@ def test_a_constraint_that_cannot_compile_fails_its_request_alone(engine, smollm
         engine.add_request([1, 2, 3], SamplingParams(structured=StructuredOutputs(json="{nope")))
     ok = engine.generate([[1, 2, 3]], SamplingParams(max_tokens=3, seed=0))[0]
     assert ok.finish_reason == "length"
+
+
+def test_a_pinned_grammar_is_not_evicted_before_its_request_is_queued(engine, monkeypatch):
+    """A server compiles a request's constraint off the engine's thread, then queues the request: other
+    requests' compiles meanwhile must not evict it (it would compile again, with no time limit)."""
+    grammars = engine.grammars
+    monkeypatch.setattr(grammars, "cache_size", 1)
+    mine, others = StructuredOutputs(regex=r"[a-c]{5}"), [StructuredOutputs(regex=f"x{i}[0-9]") for i in range(3)]
+    compiles = []
+    real = grammars._compile
+    monkeypatch.setattr(grammars, "_compile", lambda so: compiles.append(so) or real(so))
+    with grammars.pinned(mine):
+        first = grammars.compiled(mine, "mine")
+        for so in others:
+            grammars.compiled(so, "other")
+        assert grammars.compiled(mine, "mine") is first and compiles.count(mine) == 1  # still cached
+    assert list(grammars._cache) == [mine]  # unpinned: back to its size, the most recently used kept
+    grammars.compiled(others[0], "other")  # evicts it now
+    grammars.compiled(mine, "mine")
+    assert compiles.count(mine) == 2  # the proof that eviction works at all

@@ -1,6 +1,7 @@
 """The tamper run's payloads aimed at the verifier itself: a task that an `os._exit(0)` in a module its
-tests import, a reward line appended to a script /tests runs, or configuration planted in HOME would
-pass is `hackable`, the payload named; the same tasks written to the verifier's contract are `ok`."""
+tests import or configuration planted in HOME would pass is `hackable`, the payload named; the same tasks
+written to the verifier's contract are `ok`. A reward line appended to a script /tests runs is tried too,
+and fails: /tests is read-only while the verifier runs."""
 
 import asyncio
 import json
@@ -55,8 +56,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {k: (by_path[str(v)]["verdicts"], records[k]["checks"]["controls"]["tamper"]) for k, v in paths.items()}
 
 
-@pytest.mark.parametrize(("key", "payload"), [("exit", "exit-on-import"), ("append", "self-appending-test-sh"),
-                                              ("home", "home-config")])
+@pytest.mark.parametrize(("key", "payload"), [("exit", "exit-on-import"), ("home", "home-config")])
 def test_a_task_open_to_a_payload_is_hackable_with_the_payload_named(report, key, payload) -> None:
     verdicts, tamper = report[key]
     assert "hackable" in verdicts, (verdicts, tamper)  # (the two lib.py tasks are also near duplicates)
@@ -68,3 +68,11 @@ def test_the_same_task_to_the_verifiers_contract_is_ok(report) -> None:
     assert "hackable" not in verdicts and tamper["hackable_by"] == [], tamper
     assert set(tamper["payloads"]) == {"exit-on-import", "parent-killer", "self-appending-test-sh"}
     assert all(p["passes"] == 0.0 for p in tamper["payloads"].values())
+
+
+def test_a_script_the_tests_run_cannot_be_appended_to_once_tests_is_read_only(report) -> None:
+    # run.sh in /tests runs the agent's tool.sh: the payload tries to append a reward line to it. /tests is
+    # remounted read-only for the verifier (bwrap mode), so the payload runs and fails: the task is ok.
+    verdicts, tamper = report["append"]
+    assert "/app/tool.sh" in tamper["tampered"] and tamper["payloads"]["self-appending-test-sh"]["passes"] == 0.0
+    assert "hackable" not in verdicts and tamper["hackable_by"] == [], tamper

@@ -75,3 +75,29 @@ def test_policy_strata_and_sparsity() -> None:
     s = summarise([1.0, 0.0, 0.0, 1.0], 1, cfg)
     assert s["pass_rate"] == 0.5 and s["ci"][0] < 0.5 < s["ci"][1] and not s["zero_variance"] and s["failures"] == 1
     assert summarise([0.0] * 4, 0, cfg)["zero_variance"] is True
+
+
+def test_text_checks_never_read_a_host_file_through_a_link(tmp_path) -> None:
+    from temper.envqa.loading import load_entries
+    from temper.envqa.textchecks import folder_texts, text_checks
+
+    host = tmp_path / "host-secret.txt"
+    host.write_text("-----BEGIN RSA PRIVATE KEY-----\nroot@corp.io\n")
+    for name, link in (("links-out", str(host)), ("links-in", "../instruction.md")):
+        task = tmp_path / "tasks" / name
+        (task / "tests").mkdir(parents=True)
+        (task / "solution").mkdir()
+        (task / "environment" / "data").mkdir(parents=True)
+        (task / "instruction.md").write_text("Create /app/done.txt.\n")
+        (task / "task.toml").write_text("")
+        (task / "tests" / "test.sh").write_text("exit 0\n")
+        (task / "solution" / "solve.sh").write_text("touch /app/done.txt\n")
+        (task / "environment" / "data" / "notes.txt").symlink_to(link)
+    _, entries = load_entries(f"terminal:path={tmp_path / 'tasks'}")
+    by_name = {e.path.rsplit("/", 1)[-1]: e for e in entries}
+    out = by_name["links-out"]
+    assert out.load_error and "outside the folder" in out.load_error
+    assert text_checks(out, EvalIndex.build([], n=13))["sensitive"]["findings"] == []  # refused: not read
+    # a link that stays inside is kept by the loader, and never followed for its text either
+    texts = folder_texts(tmp_path / "tasks" / "links-in")
+    assert "instruction.md" in texts and "environment/data/notes.txt" not in texts

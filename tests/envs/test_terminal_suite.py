@@ -77,10 +77,12 @@ def test_a_test_sh_that_does_not_finish_with_a_reward_is_the_agents_zero(task_fo
     silent = task_folder(name="silent", test_sh="exit 0\n")
     r = asyncio.run(parse_spec(f"terminal:path={silent}").run_noop(parse_spec(f"terminal:path={silent}").tasks()[0]))
     assert r.ok and r.value == 0.0 and r.info["verifier_broken_by_agent"] and "wrote no" in r.info["error"]
+    # a test.sh that never finishes, agent or not, is the task's fault: its control run times out too
     slow = task_folder(name="slow", test_sh="sleep 30\n", toml="[verifier]\ntimeout_sec = 1\n")
     suite = parse_spec(f"terminal:path={slow}")
     r = asyncio.run(suite.run_noop(suite.tasks()[0]))
-    assert r.ok and r.value == 0.0 and r.info["verifier_broken_by_agent"] and "ran past" in r.info["error"]
+    assert r.failure == FailureKind.TASK_BROKEN and "clean" in r.info["error"], r
+    assert r.info["clean_verify_s"] is None and not r.info.get("verifier_broken_by_agent")
 
 
 def test_sandbox_killed_before_the_verifier_is_a_sandbox_crash(task_folder, killer) -> None:

@@ -70,6 +70,8 @@ def test_a_command_left_running_is_the_agents_time_not_a_masked_verifier(tiny_en
     assert res.failure is None and res.reward.value == 0.0, res.reward  # scored, not harness_timeout
     assert res.trajectories and all(t.trainable for t in res.trajectories)
     assert time.monotonic() - start < 45  # the command was killed by the episode's end (8 s), not at 90 s
+    if attack == "after_the_program_exits":  # killed when the program exited, not at the episode's end
+        assert all(t.info.get("exec_interrupted") for t in res.trajectories), res.trajectories[0].info
     control = _run(tiny_engine, smollm2_tokenizer, suite,
                    _agent(program(CLIENT + 'run("echo ok > /app/done.txt")\n', "control.py")))
     assert control.failure is None and control.reward.value == 1.0, control.reward
@@ -167,6 +169,27 @@ def test_a_constrained_request_is_refused_naming_its_field(smollm2_tokenizer):
     asyncio.run(main())
     assert len(st.client.seen) == 4 and all(p.structured is None for p in st.client.seen)
     assert [c.constrained for c in st.recorder.calls] == [""] * 4
+
+
+def test_a_marked_constraint_still_keeps_within_serves_size_and_depth_limits(smollm2_tokenizer):
+    agent = AgentConfig(kind="external", command=["true"], max_turn_tokens=20, constrained_requests="mark")
+    st = EpisodeState(Spy(smollm2_tokenizer), smollm2_tokenizer, None, agent, seed=0)
+    deep: dict = {"type": "string"}
+    for _ in range(100):  # 200 brackets deep; compile time grows about with the nesting's cube
+        deep = {"type": "object", "properties": {"a": deep}}
+
+    async def main():
+        async with EpisodeEndpoint(st) as ep:
+            client = openai.AsyncOpenAI(base_url=f"{ep.url}/v1", api_key=st.key, max_retries=0)
+            schema = {"type": "json_schema", "json_schema": {"name": "deep", "schema": deep}}
+            with pytest.raises(openai.BadRequestError, match=r"grammar\.max_depth") as e:
+                await client.chat.completions.create(model="x", messages=HI, response_format=schema)
+            assert e.value.body["param"] == "response_format"
+            # control: a small constraint is sampled (marked)
+            await client.chat.completions.create(model="x", messages=HI, response_format={"type": "json_object"})
+
+    asyncio.run(main())
+    assert len(st.client.seen) == 1 and st.client.seen[0].structured is not None
 
 
 def test_marked_constrained_segments_are_flagged_and_kept_out_of_the_loss(tiny_engine, smollm2_tokenizer, program,

@@ -12,7 +12,7 @@ from temper.orchestrator.config import CurriculumConfig, OrchestratorConfig, Sui
 from temper.orchestrator.pipeline import Pipeline
 from temper.orchestrator.scheduler import TaskScheduler
 from temper.orchestrator.store import Store
-from temper.trajectory import Trajectory
+from temper.trajectory import FailureKind, Trajectory
 
 
 class EpisodeBackend:
@@ -199,3 +199,29 @@ def test_episode_seeds_follow_the_groups_order_in_the_run_not_the_engines(tmp_pa
     assert None not in flat and len(set(flat)) == len(flat)  # distinct episodes, distinct samples
     resumed = seeds(tmp_path / "a")  # the same store: its groups count on from the first run's
     assert not {s for _, pair in resumed for s in pair} & set(flat)
+
+
+def test_a_broken_task_is_quarantined_at_once_and_never_retried(tmp_path: Path) -> None:
+    class BrokenFirstTask(EpisodeBackend):
+        """The first task's verifier hangs on a clean control run too (TerminalEnv.judge_timeout): task_broken."""
+
+        async def run_episode(self, worker: int, suite_index: int, task_id: str, group_id: str, index: int,
+                              eval_mode: bool = False, seed: int | None = None) -> Attempt:
+            if not self.groups or self.groups[0] == group_id:
+                self.groups[:1] = [group_id]
+                self.started += 1
+                return Attempt([], 1, FailureKind.TASK_BROKEN, "tests/test.sh ran past 1s on a clean run too")
+            return await super().run_episode(worker, suite_index, task_id, group_id, index, eval_mode, seed)
+
+    async def main() -> None:
+        backend = BrokenFirstTask()
+        pipe = pipeline(tmp_path, backend, max_staleness=0, batch_groups=1, retry={"max_attempts": 3, "backoff_s": 0})
+        pipe.start()
+        batch = await pipe.next_batch()
+        assert batch.groups and all(g.id != backend.groups[0] for g in batch.groups)
+        (q,) = pipe.store.quarantined()
+        assert q["kind"] == "task_broken" and q["attempts"] == 1 and "clean run" in q["message"]
+        assert pipe.scheduler.quarantined == {q["task_id"]}
+        await pipe.stop()
+
+    run(main)

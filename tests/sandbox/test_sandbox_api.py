@@ -1,6 +1,9 @@
 """The Python API in both modes: exec, files, mounts, reset, errors."""
 
 import asyncio
+import concurrent.futures
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -88,6 +91,51 @@ def test_workspace_mount_and_verifier_folders(mode: str, state_dir: Path, templa
         assert sb.exec(f"touch {sb.path('/tests/x')}").exit_code != 0  # read-only
         with pytest.raises(SandboxError):
             sb.write_file("/tests/x", "no")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_read_only_upload_is_emptied_first_and_stays_read_only_until_reset(mode: str, state_dir: Path,
+                                                                             template: Path, tmp_path: Path,
+                                                                             public_tmp: Path) -> None:
+    tests_dir = public_tmp / f"ro-tests-{mode}"
+    (tests_dir / "sub").mkdir(parents=True)
+    (tests_dir / "sub" / "test_x.py").write_text("ok\n")
+    cfg = make_config(mode, state_dir, template, tmp_path / "run", mounts=[Mount(dest="/tests", writable=True)])
+    with Sandbox(cfg) as sb:
+        t = sb.path("/tests")
+        # what the sandbox planted there, however locked down, goes first
+        assert sb.exec(f"mkdir -p {t}/planted && touch {t}/planted/conftest.py && chmod 000 {t}/planted").ok
+        sb.upload(tests_dir, "/tests", read_only=True)
+        assert sb.exec(f"find {t} -type f").text.split() == [f"{t}/sub/test_x.py"]
+        for attack in (f"touch {t}/x", f"echo evil >> {t}/sub/test_x.py", f"rm {t}/sub/test_x.py",
+                       f"mv {t}/sub {t}/moved"):
+            assert not sb.exec(attack).ok, attack
+        if mode == "bwrap":  # a remount, which no command can undo; Landlock mode has mode bits only
+            assert not sb.exec(f"chmod -R u+w {t} && touch {t}/x").ok
+            assert "ro" in sb.exec(f"grep ' {t} ' /proc/self/mountinfo").text.split()[5].split(",")
+        with pytest.raises(SandboxError):
+            sb.write_file("/tests/x", "no")
+        sb.upload(tests_dir, "/tests", read_only=True)  # again: replaced, still read-only
+        assert sb.exec(f"cat {t}/sub/test_x.py").text == "ok\n" and not sb.exec(f"touch {t}/x").ok
+        sb.reset()
+        assert sb.exec(f"touch {t}/x && ls {t}").text == "x\n"  # a reset gives the folder back, empty
+
+
+@pytest.mark.timeout(60)
+def test_interrupt_kills_the_running_command_and_only_that_one(sbx: Sandbox) -> None:
+    assert sbx.interrupt() is False  # nothing runs
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(sbx.exec, "echo started; sleep 30", timeout=30)
+        while sbx._sup.running is None:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        t = time.monotonic()
+        assert sbx.interrupt() is True
+        r = running.result(timeout=10)
+    assert r.limit == "interrupted" and not r.ok and r.stdout == b"started\n" and time.monotonic() - t < 10
+    os.write(sbx._sup._cancel_w, (12345).to_bytes(4, "little"))  # a stale interrupt, for a command long gone
+    assert sbx.exec("echo next").text == "next\n"  # runs to its end
 
 
 @pytest.mark.timeout(60)

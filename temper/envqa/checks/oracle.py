@@ -28,7 +28,7 @@ async def _terminal_run(env: TerminalEnv) -> tuple[Reward, dict[str, Any]]:
     await call(env.sandbox.upload, env.folder.path / "solution", "/solution")
     r = await env.exec(["python3", "-c", _RSS_WRAP], timeout=env.folder.agent_timeout_s, cwd="/app")
     rss = await env.exec(["cat", "/tmp/.envqa-rss"])
-    reward = (await env.step("")).reward or Reward()
+    reward = await env.clean_verify("oracle")  # records how long the task verifies, for agents' timeouts
     log = (r.stdout + r.stderr).decode(errors="replace")[-LOG_CHARS:]
     return reward, {"oracle_exit_code": r.exit_code, "oracle_s": round(r.duration_s, 4), "cpu_s": round(r.cpu_s, 4),
                     "limit": r.limit, "oracle_log": log,

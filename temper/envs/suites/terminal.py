@@ -5,11 +5,14 @@ The agent works in /app with the shell and file tools; when it submits, tests/ i
 or reward.json (components; its `reward` key, else their mean, is the value).
 """
 
+import asyncio
 import errno
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from temper.envs import verify_record
 from temper.envs.env import GRACE_S, StepResult, TaskLimits, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
@@ -19,9 +22,12 @@ from temper.envs.suite import ListSuite
 from temper.envs.task import Task, content_hash
 from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
 from temper.errors import TemperError
-from temper.sandbox import Limits, SandboxError
+from temper.sandbox import ExecResult, Limits, SandboxError
 from temper.sandbox.aio import call
 from temper.sandbox.config import TaskMaxima
+from temper.trajectory import FailureKind
+
+log = logging.getLogger(__name__)
 
 REWARD_BYTES = 1 << 20
 VERIFIER_ROOM = "/logs/.verifier"  # the verifier's own HOME and TMPDIR, made empty before each run
@@ -39,6 +45,7 @@ VERIFIER_ENV = {
     "PIP_CONFIG_FILE": "/dev/null", "NPM_CONFIG_USERCONFIG": "/dev/null",
     "PYTEST_ADDOPTS": "", "PYTEST_PLUGINS": "", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "",
 }
+_CONTROL_LOCKS: dict[str, asyncio.Lock] = {}  # one control run at a time per task (folder digest)
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks" / "terminal"
 BACKGROUND = ("You are working in a Linux sandbox without network access. The task's files are in /app, "
               "the working directory. Use the tools to inspect and change files and to run commands; "
@@ -55,6 +62,7 @@ class TerminalEnv(SandboxEnv):
         limits = TaskLimits(agent_timeout_s=folder.agent_timeout_s, verifier_timeout_s=folder.verifier_timeout_s)
         super().__init__(task, pool, limits, folder.workspace(), sb_limits)
         self.folder = folder
+        self.clean = False  # True on a run without an agent (oracle, control): its timeout is judged as it is
 
     async def setup(self) -> None:
         if self.folder.setup_script:
@@ -65,34 +73,91 @@ class TerminalEnv(SandboxEnv):
 
     async def step(self, action: str) -> StepResult:
         reward = await timed_verify(self.verify(), self.limits.verifier_timeout_s + GRACE_S, self.reward_range)
+        if reward.info.get("verifier_timed_out") and not self.clean:
+            reward = await self.judge_timeout(reward)
         return StepResult(reward=reward, done=True)
+
+    async def judge_timeout(self, reward: Reward) -> Reward:
+        """test.sh ran past its timeout after the agent phase: the agent's 0 only if a clean run of this task
+        (recorded, else a control run now, one at a time per task) verifies well inside that time; a clean
+        run that times out too is the task's fault (quarantined at once), one that comes close is the host's."""
+        limit, digest = self.limits.verifier_timeout_s, self.folder.digest
+        async with _CONTROL_LOCKS.setdefault(digest, asyncio.Lock()):
+            clean = verify_record.recorded(digest, limit) or await self.control_run()
+        if clean is None:
+            return Reward.infra(FailureKind.HARNESS_TIMEOUT, f"tests/test.sh ran past {limit:g}s and the control "
+                                                             f"run of the task could not run")
+        reward.info.update(clean_verify_s=clean.seconds, clean_verify_source=clean.source)
+        if clean.fits:
+            return reward
+        reward.info.pop("verifier_broken_by_agent", None)
+        if clean.seconds is None:
+            why = (f"tests/test.sh ran past {limit:g}s after the agent and on a clean {clean.source} run too: the "
+                   f"task's verifier does not finish within its timeout")
+            return Reward(value=0.0, failure=FailureKind.TASK_BROKEN, info={**reward.info, "error": why})
+        why = (f"tests/test.sh ran past {limit:g}s; a clean {clean.source} run takes {clean.seconds:g}s of it, "
+               f"too close to blame the agent")
+        return Reward(value=0.0, failure=FailureKind.HARNESS_TIMEOUT, info={**reward.info, "error": why})
+
+    async def control_run(self) -> verify_record.CleanVerify | None:
+        """The task once more on a fresh sandbox, its reference solution (if any) in place of the agent, and the
+        verifier timed (recorded for the next episodes); None if the control's own sandbox failed."""
+        control = TerminalEnv(self.task, self.folder, self.provider.unpooled())
+        try:
+            async with control:
+                await control.reset()
+                if self.folder.oracle:
+                    await control.run_solution()
+                await control.clean_verify("control")
+        except Exception as exc:
+            if is_sandbox_crash(exc) or isinstance(exc, SandboxError):
+                log.warning("task %s: the control run failed: %s", self.task.id, exc)
+                return None
+            raise
+        return verify_record.recorded(self.folder.digest, self.limits.verifier_timeout_s)
+
+    async def clean_verify(self, source: str) -> Reward:
+        """The verifier on a workspace without an agent's work (the reference solution's, or untouched); the
+        time it took, or that it ran past its timeout, is recorded for `judge_timeout`."""
+        self.clean = True
+        reward = (await self.step("")).reward or Reward()
+        info = reward.info
+        if info.get("verifier_timed_out"):
+            verify_record.record(self.folder.digest, verify_record.CleanVerify(None, self.limits.verifier_timeout_s,
+                                                                               source))
+        elif reward.failure is None and "verify_s" in info and info.get("test_exit_code", -1) >= 0:
+            verify_record.record(self.folder.digest, verify_record.CleanVerify(info["verify_s"],
+                                                                               self.limits.verifier_timeout_s, source))
+        return reward
 
     async def verify(self) -> Reward:
         # The verifier's contract (docs/envs.md): a clean room. /tests and /logs (a filesystem of its own) are
         # emptied of what the agent left there (e.g. a json.py that the tests would import before the real
-        # one), the tests are uploaded and made read-only, test.sh runs from the host's copy (appending to
+        # one), the tests are uploaded and /tests remounted read-only, test.sh runs from the host's copy (appending to
         # /tests/test.sh while bash reads it changes nothing) with a fresh, empty HOME and TMPDIR and no
         # per-user configuration (VERIFIER_ENV). The agent may also have planted links, fifos or unwritable
         # folders there: what it did to its own sandbox that keeps the verifier from running is its failure
         # (a 0), never an infrastructure one.
-        prep = await self.exec(f"chmod -R u+rwX /tests /logs 2>/dev/null; find /tests /logs -mindepth 1 -delete && "
+        prep = await self.exec(f"chmod -R u+rwX /logs 2>/dev/null; find /logs -mindepth 1 -delete && "
                                f"mkdir -p /logs/verifier {VERIFIER_ENV['HOME']} {VERIFIER_ENV['TMPDIR']}")
         if prep.exit_code != 0:
             why = prep.stderr.decode(errors="replace")[-300:]
-            return broken_by_agent(f"cannot clear /tests and /logs/verifier: {why}")
-        try:
-            await call(self.sandbox.upload, self.folder.path / "tests", "/tests")
+            return broken_by_agent(f"cannot clear /logs/verifier: {why}")
+        try:  # /tests is emptied by the sandbox's supervisor, then sealed read-only for every command
+            await call(self.sandbox.upload, self.folder.path / "tests", "/tests", read_only=True)
         except SandboxError as exc:
             if is_sandbox_crash(exc) or not exc.errno:  # no errno: the host's side failed (e.g. staging)
                 raise
             return broken_by_agent(f"cannot upload the tests: {exc}")
-        await self.exec("chmod -R a-w /tests")
         r = await self.exec(["bash", "-c", self.folder.test_script, "/tests/test.sh"], env=VERIFIER_ENV,
                             timeout=self.limits.verifier_timeout_s, cwd="/app")
-        info = {"test_exit_code": r.exit_code, "test_output": (r.stdout + r.stderr).decode(errors="replace")[-2000:]}
+        info = {"test_exit_code": r.exit_code, "test_output": (r.stdout + r.stderr).decode(errors="replace")[-2000:],
+                "verify_s": round(r.duration_s, 3)}
         # A reward is trusted only from a test.sh that finished by itself: one the agent's code (run by the
-        # tests) killed, hung past its time or kept from writing a parseable reward is the agent's 0.
+        # tests) killed, hung past its time or kept from writing a parseable reward is the agent's 0 (a timeout
+        # only once a clean run shows the task verifies well inside it: `judge_timeout`).
         if r.limit == "wall_time":
+            info["verifier_timed_out"] = True
             return verifier_broken(f"tests/test.sh ran past {self.limits.verifier_timeout_s:g}s", info)
         if r.exit_code < 0:
             return verifier_broken(f"tests/test.sh was killed by signal {-r.exit_code}", info)
@@ -116,10 +181,14 @@ class TerminalEnv(SandboxEnv):
             return reward
         return verifier_broken("tests/test.sh wrote no /logs/verifier/reward.txt or reward.json", info)
 
-    async def run_oracle(self) -> Reward:
+    async def run_solution(self) -> ExecResult:
+        """solution/solve.sh in the workspace, as the agent would have worked there."""
         await call(self.sandbox.upload, self.folder.path / "solution", "/solution")
-        r = await self.exec(["bash", "/solution/solve.sh"], timeout=self.folder.agent_timeout_s, cwd="/app")
-        reward = (await self.step("")).reward or Reward()
+        return await self.exec(["bash", "/solution/solve.sh"], timeout=self.folder.agent_timeout_s, cwd="/app")
+
+    async def run_oracle(self) -> Reward:
+        r = await self.run_solution()
+        reward = await self.clean_verify("oracle")
         reward.info["oracle_exit_code"] = r.exit_code
         return reward
 

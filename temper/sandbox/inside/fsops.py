@@ -13,6 +13,7 @@ import stat
 import native
 
 W_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+_REMOUNT_BIND = 32 | native.MS_BIND | native.MS_NOSUID | native.MS_NODEV  # MS_REMOUNT: a bind mount's own flags
 
 
 class Folders:
@@ -26,6 +27,7 @@ class Folders:
         self.readable: list[str] = spec.get("readable", [])
         self.overlay = self.mode == "mount"
         self.mounted: list[str] = []
+        self.sealed: set[str] = set()  # views made read-only (`seal`) until the next reset or copy into them
 
     # -- build and reset ------------------------------------------------------------------
     def build(self) -> None:
@@ -48,6 +50,7 @@ class Folders:
                 self.mounted.append(path)
 
     def reset(self, template: str | None, new_lower: bool) -> None:
+        self.sealed.clear()  # every view is rebuilt writable
         if new_lower:
             self.views[0]["lower"] = template
         if self.mode == "mount":
@@ -55,8 +58,7 @@ class Folders:
                 native.umount(path)
             self.mounted.clear()
         else:
-            for entry in os.scandir(self.rw_root):
-                _remove(entry.path)
+            _empty(self.rw_root)  # the sandbox's own modes (a sealed folder's a-w) never stop a reset
         self.build()
 
     def _build_view(self, view: dict) -> None:
@@ -119,14 +121,40 @@ class Folders:
         finally:
             os.close(dfd)
 
-    def copy_in(self, src: str, dest: str) -> None:
-        """Copy the host's folder `src` into `dest`, never following a link the sandbox planted there."""
+    def copy_in(self, src: str, dest: str, read_only: bool = False) -> None:
+        """Copy the host's folder `src` into `dest`, never following a link the sandbox planted there.
+        read_only: `dest` must be a whole folder of the sandbox (a view); it is emptied of what the sandbox
+        left there first and sealed after (`seal`)."""
+        if read_only:
+            if dest not in [v["dest"] for v in self.views]:
+                raise PermissionError(errno.EACCES, "only a whole folder of the sandbox can be made read-only", dest)
+            self._unseal(dest)
+            _empty(dest)
+        elif dest in self.sealed:
+            self._unseal(dest)
         root, rel = self._root_of(dest, write=True)
         dfd = _open_dirs(root, "" if rel == "." else rel, dest)
         try:
             _copy_into(src, dfd, dest)
         finally:
             os.close(dfd)
+        if read_only:
+            self._seal(dest)
+
+    def _seal(self, dest: str) -> None:
+        """Read-only for every command: in mount mode the view is remounted read-only, which a command (no
+        capabilities, seccomp-filtered) cannot undo; in copy mode only the mode bits say so (the same uid
+        can change them back: docs/sandbox.md)."""
+        if self.mode == "mount":
+            native.mount("none", dest, None, _REMOUNT_BIND | native.MS_RDONLY)
+        else:
+            _chmod_tree(dest, 0o444, 0o555)
+        self.sealed.add(dest)
+
+    def _unseal(self, dest: str) -> None:
+        if dest in self.sealed and self.mode == "mount":
+            native.mount("none", dest, None, _REMOUNT_BIND)
+        self.sealed.discard(dest)
 
     def read(self, path: str, limit: int) -> bytes:
         root, rel = self._root_of(path, write=False)
@@ -286,13 +314,24 @@ def _mkdir(path: str, mode: int) -> None:
     os.chmod(path, mode)
 
 
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        import shutil  # only the copying fallback needs it; imported late to keep start-up fast
+def _empty(path: str) -> None:
+    """Remove everything under `path`, following no link, whatever modes the sandbox left on it."""
+    os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | stat.S_IRWXU)
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _empty(entry.path)
+            os.rmdir(entry.path)
+        else:
+            os.unlink(entry.path)
 
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+
+def _chmod_tree(path: str, file_mode: int, dir_mode: int) -> None:
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _chmod_tree(entry.path, file_mode, dir_mode)
+        elif entry.is_file(follow_symlinks=False):
+            os.chmod(entry.path, file_mode)
+    os.chmod(path, dir_mode)
 
 
 def _copytree(src: str, dest: str) -> None:

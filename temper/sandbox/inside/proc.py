@@ -27,10 +27,11 @@ class Jail:
         self.seccomp = seccomp
         self.landlock_fd = landlock_fd
         self.spawner = None  # a spawner.Spawner, when the supervisor started one
+        self.cancel_fd = -1  # the host writes a running command's sequence number here to interrupt it
 
 
 def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes | None,
-        timeout: float) -> tuple[dict, bytes, bytes]:
+        timeout: float, seq: int | None = None) -> tuple[dict, bytes, bytes]:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if stdin else (os.open("/dev/null", os.O_RDONLY), -1)
@@ -54,8 +55,11 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
     if in_w >= 0:
         os.set_blocking(in_w, False)
         poller.register(in_w, select.POLLOUT)
-    timed_out, live = False, set(bufs)
-    while launch.failure is None:
+    if seq is not None and jail.cancel_fd >= 0:
+        poller.register(jail.cancel_fd, select.POLLIN)
+    timed_out = interrupted = False
+    live = set(bufs)
+    while launch.failure is None and not interrupted:
         left = start + timeout - time.monotonic()
         if left <= 0:
             timed_out = True
@@ -64,7 +68,9 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         if any(fd == done_fd for fd, _ in events):
             break
         for fd, ev in events:
-            if fd == in_w:
+            if fd == jail.cancel_fd:
+                interrupted = seq in _sequence_numbers(fd)  # another command's (ended) interrupt is stale
+            elif fd == in_w:
                 try:
                     pending = pending[os.write(in_w, pending[:CHUNK]):]
                 except BlockingIOError:
@@ -79,9 +85,9 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
                 _read(fd, bufs, cut, jail.output_bytes, live, poller)
     if in_w >= 0:
         os.close(in_w)
-    if timed_out:
+    if timed_out or interrupted:
         _kill_quietly(pid)
-    status, cpu_s, maxrss = launch.wait(killed=timed_out)
+    status, cpu_s, maxrss = launch.wait(killed=timed_out or interrupted)
     duration = time.monotonic() - start
     if not launch.swept:  # the spawner sweeps as soon as the command ends; a fork we sweep here
         kill_leftovers(jail)
@@ -96,6 +102,7 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         "maxrss_kb": maxrss,
         "cleanup_s": cleanup_s,
         "timed_out": timed_out,
+        "interrupted": interrupted,
         "stdout_truncated": cut[out_r],
         "stderr_truncated": cut[err_r],
     }
@@ -116,6 +123,15 @@ def _read(fd: int, bufs: dict[int, bytearray], cut: dict[int, bool], cap: int, l
     poller.unregister(fd)
     os.close(fd)
     live.discard(fd)
+
+
+def _sequence_numbers(fd: int) -> list[int]:
+    """The interrupts the host wrote (4-byte sequence numbers, each written whole); none if none is there."""
+    try:
+        data = os.read(fd, 4096)
+    except BlockingIOError:
+        return []
+    return [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data) - 3, 4)]
 
 
 def _kill_quietly(pid: int) -> None:

@@ -51,6 +51,10 @@ class SupervisorServer:
             seccomp=native.SeccompProgram(bpf) if bpf else None,
             landlock_fd=native.landlock_ruleset(landlock["read"], landlock["write"]) if landlock else None,
         )
+        if init.get("cancel_fd", -1) >= 0:
+            self.jail.cancel_fd = init["cancel_fd"]
+            os.set_blocking(self.jail.cancel_fd, False)
+            os.set_inheritable(self.jail.cancel_fd, False)  # no command may read (swallow) an interrupt
         native.prctl(native.PR_SET_DUMPABLE, 0)  # not ptrace-able, even by a same-uid process
         # The spawner's kill(-1) must spare us: we are pid 1 (bwrap), or outside its Landlock
         # domain where Landlock scopes signals (ABI >= 6). Elsewhere commands are forked.
@@ -89,7 +93,7 @@ class SupervisorServer:
             self.folders.reset(req.get("template"), "template" in req)
             return {"ok": True, "overlay": self.folders.overlay, "reset_s": time.monotonic() - start}, b""
         if op == "copy_in":
-            self.copy_in(req["key"], req["dest"])
+            self.copy_in(req["key"], req["dest"], req.get("read_only", False))
             return {"ok": True}, b""
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}, b""
@@ -98,7 +102,7 @@ class SupervisorServer:
     def exec(self, req: dict, stdin: bytes) -> tuple[dict, bytes]:
         self.dirty = True
         meta, out, err = proc.run(self.jail, req["argv"], req["env"], req["cwd"],
-                                  stdin if req.get("stdin") else None, req["timeout"])
+                                  stdin if req.get("stdin") else None, req["timeout"], req.get("seq"))
         self.dirty = False
         meta["limit"] = self._limit(meta, err)
         meta["stdout_len"] = len(out)
@@ -111,6 +115,8 @@ class SupervisorServer:
             return "processes"  # first: a fork bomb also runs out the clock, but this is the cause
         if m["timed_out"]:
             return "wall_time"
+        if m.get("interrupted"):
+            return "interrupted"
         # A shell reports a child killed by signal N as exit code 128+N, with a message.
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or b"CPU time limit exceeded" in err or (
                 code == -signal.SIGKILL and m["cpu_s"] >= self.cpu_s - 0.05):
@@ -126,12 +132,12 @@ class SupervisorServer:
             return "disk"
         return None
 
-    def copy_in(self, key: str, dest: str) -> None:
+    def copy_in(self, key: str, dest: str, read_only: bool = False) -> None:
         if self.template_fd is None or "/" in key or key.startswith("."):
             raise FileNotFoundError(2, "no staged folder", key)
         src = f"/proc/self/fd/{self.template_fd}/{key}" if self.init["mode"] == "bwrap" else (
             f"{self.init['template_root']}/{key}")
-        self.folders.copy_in(src, dest)
+        self.folders.copy_in(src, dest, read_only)
 
 
 def _write(path: str, text: str) -> None:
