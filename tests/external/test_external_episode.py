@@ -59,6 +59,7 @@ def test_an_openai_client_agent_is_recorded_merged_and_scored(tiny_engine, smoll
     json.dump(seen, open({str(dump)!r}, "w"))
     print("done")
     """.replace("\n    ", "\n"))
+    sigint = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN under a shell's background job
     res = _run(tiny_engine, smollm2_tokenizer, terminal_suite, _agent(argv))
     assert res.failure is None and res.reward.value == 1.0, res.reward
     seen = json.loads(dump.read_text())
@@ -76,7 +77,7 @@ def test_an_openai_client_agent_is_recorded_merged_and_scored(tiny_engine, smoll
     assert sum(traj.loss_mask) == sum(len(c["ids"]) for c in seen)  # nothing but the sampled tokens is trained
     assert traj.token_ids[:pos + len(seen[-1]["ids"])] == traj.token_ids  # it ends with the last completion
     assert info["program"]["exit_code"] == 0 and "done" in info["program"]["stdout_tail"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the endpoint left Ctrl-C alone
+    assert signal.getsignal(signal.SIGINT) is sigint  # the endpoint left Ctrl-C alone
     assert [a.name for a in res.turns[-1].tool_calls] == ["exec"] * 3
 
 
@@ -168,9 +169,10 @@ def test_concurrent_episodes_cannot_reach_each_others_endpoint_or_sandbox(tiny_e
                                                   _agent([*argv, me, other]), 0)
                                       for argv, me, other in ((a, "A", "B"), (b, "B", "A"))))
 
+    sigint = signal.getsignal(signal.SIGINT)
     res = asyncio.run(both())
     assert all(r.failure is None and r.reward.value == 0.0 for r in res)  # neither wrote into the other's sandbox
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # no finished endpoint holds Ctrl-C
+    assert signal.getsignal(signal.SIGINT) is sigint  # no finished endpoint holds Ctrl-C
     for me in ("A", "B"):
         assert json.loads((tmp_path / f"{me}.codes").read_text()) == [401, 401, 401]
     import httpx
