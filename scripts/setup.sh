@@ -11,19 +11,23 @@
 #     wheel where a GPU is present), for `orchestrator.backend: vllm`.
 #   - with --with-browser, Debian's chromium (apt-get), where missing: the dashboard's browser tests
 #     drive it headless through playwright (a test dependency; it downloads no browser of its own).
+#   - with --with-images, podman and mmdebstrap (apt-get), where missing, for task images (temper/images),
+#     and the Debian base that FROM python:3.13-* maps to, built once from Debian's archive (~1-2 min).
 # Each step is safe to interrupt (Ctrl-C, a kill): a rerun finds a half-done one and redoes it (see
 # docs/sandbox.md, "Interrupted first-time work"; `temper doctor` reports each one's state).
-# Usage: bash scripts/setup.sh [--with-vllm] [--with-browser]   (runtime + test dependencies)
+# Usage: bash scripts/setup.sh [--with-vllm] [--with-browser] [--with-images]   (runtime + test dependencies)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 WITH_VLLM=0
 WITH_BROWSER=0
+WITH_IMAGES=0
 for arg in "$@"; do
     case "$arg" in
         --with-vllm) WITH_VLLM=1 ;;
         --with-browser) WITH_BROWSER=1 ;;
-        *) echo "setup.sh: unknown option $arg (known: --with-vllm, --with-browser)" >&2; exit 2 ;;
+        --with-images) WITH_IMAGES=1 ;;
+        *) echo "setup.sh: unknown option $arg (known: --with-vllm, --with-browser, --with-images)" >&2; exit 2 ;;
     esac
 done
 
@@ -46,6 +50,11 @@ fi
 if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
     log "installing chromium (headless, for the dashboard's browser tests)"
     apt_install chromium
+fi
+
+if [ "$WITH_IMAGES" = 1 ] && ! { command -v podman && command -v mmdebstrap; } >/dev/null 2>&1; then
+    log "installing podman and mmdebstrap (task images: builds without a daemon, Debian bases)"
+    apt_install podman mmdebstrap
 fi
 
 PY=${PYTHON:-python3}
@@ -78,4 +87,6 @@ fi
 # The sandbox Python (temper/sandbox): a read-only Python with pytest that sandboxes mount.
 bash scripts/setup_sandbox_python.sh
 if [ "$WITH_VLLM" = 1 ]; then bash scripts/setup_vllm.sh; fi
+# The base the image tests build on (cached under $TEMPER_HOME/images: a rerun finds it).
+if [ "$WITH_IMAGES" = 1 ]; then .venv/bin/temper image base python:3.13-slim-bookworm; fi
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

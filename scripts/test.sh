@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Set everything up (vLLM and a browser included, for the vLLM backend's and the dashboard's tests), then run the whole test suite (slow
-# and e2e tests included) and lint. The inner loop while editing is `-m "not e2e"` (docs/testing.md).
+# Set everything up (vLLM, a browser and the image tools included, for the vLLM backend's, the dashboard's and the
+# image tests), then run the whole test suite (slow and e2e tests included) and lint. The inner loop while editing
+# is `-m "not e2e"` (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --with-vllm --with-browser
+bash scripts/setup.sh --with-vllm --with-browser --with-images
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 RAY_AUTH_MODE=disabled
 .venv/bin/ruff check .
 # Two workers, each given whole test files (module fixtures such as a Ray cluster or a vLLM server start once).

@@ -12,6 +12,7 @@ from rich.table import Table
 from temper.cli.common import ConfigOption, SetOption, resolve_config
 from temper.envs.taskfolder import find_task_folders
 from temper.images import Image, ImagesConfig, ImageStore
+from temper.images.bases import describe
 
 console = Console(stderr=True)
 
@@ -50,6 +51,16 @@ def register(app: typer.Typer) -> None:
             with Status(f"{task.name}: building", console=console) as status:
                 img = store.build_task(task, on_line=lambda line, s=status, n=task.name: s.update(f"{n}: {line[:100]}"))
             _said(img, store)
+
+    @image.command("base")
+    def base(refs: Annotated[list[str], typer.Argument(help="FROM names, e.g. python:3.13-slim-bookworm.")],
+             config: ConfigOption = None, sets: SetOption = None) -> None:
+        """Build ahead the Debian bases these FROM names map to (mmdebstrap, from Debian's archive; once)."""
+        store = ImageStore(resolve_config(ImagesConfig, config, sets))
+        for ref in refs:
+            with Status(f"{ref}: building its base with mmdebstrap", console=console):
+                local, spec = store.base_for(ref)
+            typer.echo(f"{ref}: {local} ({describe(spec)})")
 
     @image.command("load")
     def load(archive: Annotated[Path, typer.Argument(help="A docker save / podman save archive (tar).")],

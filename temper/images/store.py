@@ -187,6 +187,13 @@ class ImageStore:
             key = hashlib.sha256(ref.encode() + ",".join(la.diff_id for la in saved.layers).encode()).hexdigest()[:24]
             return self.get(key) or self._record(saved, key, ref, "pull", {}, None)
 
+    def base_for(self, ref: str) -> tuple[str, BaseImage]:
+        """The base a FROM name resolves to through the map, built and imported if it is not yet."""
+        hit = bases.resolve(ref, self.cfg)
+        if hit is None:
+            raise ImageNotFound(f"image {ref}: no entry of the base-image map matches it (images.bases)")
+        return self.base(hit[1]), hit[1]
+
     def base(self, base: BaseImage) -> str:
         """The local name of a base image in the build tool, built by mmdebstrap and imported once."""
         ref = bases.local_name(base, self.cfg)

@@ -1,0 +1,2 @@
+#!/bin/bash
+python3 /app/greet.py > /app/greeting.txt
