@@ -84,6 +84,44 @@ def plan(cfg: SandboxConfig, template_key: str | None, info_fd: int,
     return a, Plan("bwrap", cfg.workspace_mount, dest_map, init)
 
 
+LAYERS, ROOT = "/.temper/layers", "/.temper/root"
+
+
+def plan_image(cfg: SandboxConfig, info_fd: int, block_fd: int, upper: Path) -> tuple[list[str], Plan]:
+    """An image sandbox: bwrap as the image's root (host uid `uid_base`) in a user namespace whose 65,536-id
+    map the host writes while bwrap waits on `block_fd`. The supervisor keeps every capability of that
+    namespace (to mount the image's overlay); its commands get a container runtime's default set."""
+    img = cfg.image
+    assert img is not None
+    state = layout.state_dir(cfg)
+    a = [bwrap_path() or "bwrap", "--unshare-user", "--userns-block-fd", str(block_fd), "--unshare-pid",
+         "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+         "--new-session", "--clearenv", "--as-pid-1", "--info-fd", str(info_fd), "--uid", "0", "--gid", "0",
+         "--cap-add", "ALL", "--hostname", "sandbox"]
+    for d in layout.SYSTEM_DIRS:  # the supervisor's Python; commands never see these (they live in the image)
+        if os.path.islink(d):
+            a += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            a += ["--ro-bind", d, d]
+    for name in layout.ETC_FILES:
+        if os.path.exists(f"/etc/{name}"):
+            a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    a += ["--proc", "/proc", "--dev", "/dev", "--dir", "/dev/mqueue", "--remount-ro", "/dev", "--dir", "/tmp",
+          "--ro-bind", str(inside_copy(state)), "/.temper/inside", "--ro-bind", str(state / "templates"), TEMPLATES]
+    layers = [f"{LAYERS}/{i}" for i in range(len(img.layers))]
+    for src, dest in zip(img.layers, layers, strict=True):
+        a += ["--ro-bind", str(src), dest]
+    a += ["--bind", str(upper), RW, "--dir", ROOT, "--chdir", "/", "--remount-ro", "/", "--",
+          str(cfg.supervisor_python), "-S", "-B", "/.temper/inside/supervisor.py"]
+    init = layout.common_init(cfg, "image", "image")
+    init["rlimits"] = [r for r in init["rlimits"] if r[0] != "nproc"]  # one host uid for all: the pids cgroup counts
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **img.env, **cfg.env}
+    init.update(template_root=TEMPLATES, env=env,
+                folders={"mode": "image", "rw_root": RW, "disk_bytes": cfg.limits.disk_mb << 20, "layers": layers,
+                         "shm_bytes": min(64 << 20, cfg.limits.disk_mb << 20)})
+    return a, Plan("image", img.workdir or "/", {}, init)
+
+
 _inside: dict[Path, Path] = {}
 
 

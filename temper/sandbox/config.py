@@ -82,6 +82,17 @@ class TaskMaxima(ConfigModel):
     absurd_factor: float = Field(1000.0, ge=1, description="A request above this many times its maximum is refused.")
 
 
+class ImageRoot(ConfigModel):
+    """An image as the sandbox's root filesystem (temper.images gives it): its layers read-only under a
+    writable layer on disk, its ENV, WORKDIR and USER for every command; root inside is `uid_base` outside."""
+
+    layers: list[Path] = Field(min_length=1, description="Unpacked layer folders, lowest first.")
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str = "/"
+    user: str = ""
+    uid_base: int = Field(1_000_000, ge=65536)
+
+
 class SandboxConfig(ConfigModel):
     isolation: Isolation = "auto"
     limits: Limits = Limits()
@@ -105,6 +116,16 @@ class SandboxConfig(ConfigModel):
     pool_size: int = Field(2, ge=0, description="Idle warm sandboxes the pool keeps ready.")
     pool_max: int = Field(64, ge=1, description="Most sandboxes a pool keeps alive (idle + in use).")
     task_max: TaskMaxima = TaskMaxima()
+    image: ImageRoot | None = Field(None, description="Run on an image's root filesystem (bwrap only): root in a "
+                                    "user namespace of 65,536 ids, processes kept until reset, loopback network.")
+
+    @model_validator(mode="after")
+    def _image_alone(self) -> "SandboxConfig":
+        if self.image is not None and (self.mounts or self.workspace is not None):
+            raise ValueError("image: the image is the whole filesystem; mounts and workspace do not apply")
+        if self.image is not None and self.isolation in ("landlock", "none"):
+            raise ValueError(f"image: needs bwrap isolation (isolation is {self.isolation})")
+        return self
 
     @field_validator("workspace_mount")
     @classmethod

@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import select
+import shutil
 import subprocess
 import threading
 import time
@@ -71,6 +72,7 @@ class SupervisorHandle:
         self.broken_by_agent = False  # set when a call found the supervisor broken by the sandbox's contents
         self._lease: uids.UidLease | None = None
         self._folder: tuple[Path, bool] | None = None
+        self._upper: Path | None = None  # image mode: the writable layer's folder on the host's disk
         self._stop_lock = threading.Lock()
         self._cancel_w = -1  # the write end of the supervisor's interrupt pipe
         self._seq = 0  # exec requests sent so far; `running`: the sequence number of the one in flight
@@ -87,7 +89,16 @@ class SupervisorHandle:
         cfg = self.config
         version, parents = host_cgroups(cfg.cgroups)
         bpf = b""
-        if self.mode == "bwrap":
+        block_w = -1
+        if self.mode == "image":
+            info_r, info_w = os.pipe()
+            block_r, block_w = os.pipe()
+            self._upper = image_upper(cfg, self.id)
+            argv, plan = bwrap.plan_image(cfg, info_w, block_r, self._upper)
+            bpf = seccomp.build_filter(False, image=True)
+            argv, kw = bwrap.as_uid(cfg.image.uid_base, argv)
+            pass_fds = (info_w, block_r)
+        elif self.mode == "bwrap":
             info_r, info_w = os.pipe()
             self._lease = uids.lease_for(cfg, self.mode, self.id, layout.state_dir(cfg) / "templates")
             argv, plan = bwrap.plan(cfg, key, info_w, self._lease.view)
@@ -117,18 +128,31 @@ class SupervisorHandle:
                                 pass_fds=pass_fds, env={}, cwd="/", start_new_session=True, **kw)
         os.close(cancel_r)
         pid = self._proc.pid
-        if self.mode == "bwrap":
+        if self.mode in ("bwrap", "image"):
             os.close(info_w)
             pid = _read_info(info_r) or pid
+        if self.mode == "image":
+            os.close(block_r)
+            try:  # root inside is uid_base outside, and so on for 65,536 ids; then bwrap goes on
+                for name in ("uid_map", "gid_map"):
+                    with open(f"/proc/{pid}/{name}", "w") as f:
+                        f.write(f"0 {cfg.image.uid_base} 65536\n")
+            except OSError as exc:
+                raise SandboxError(f"sandbox {self.id}: cannot map the image's ids ({exc})") from None
+            finally:
+                os.write(block_w, b"1")
+                os.close(block_w)
         if version is not None:
             lim = cfg.limits
-            self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + lim.disk_mb) << 20,
+            disk_in_ram = 0 if self.mode == "image" else lim.disk_mb  # an image's writable layer is on disk
+            self.cgroup = cgroups.Cgroup(version, parents, f"sb-{self.id}", (lim.memory_mb + disk_in_ram) << 20,
                                           lim.processes + 2, lim.cpus)
             with contextlib.suppress(ProcessLookupError):  # died at once: `call` reports why
                 self.cgroup.add(pid)
         reply, _ = self.call({"op": "init", **plan.init}, bpf, timeout=30, init=True)
         self.overlay = bool(reply.get("overlay"))
-        self.shielded = self.mode == "bwrap" or bool(reply.get("spawner"))  # the spawner runs only where it is
+        # pid 1 of a pid namespace, or (the spawner runs only where it is) outside the commands' Landlock domain
+        self.shielded = self.mode in ("bwrap", "image") or bool(reply.get("spawner"))
         self.resident = 1 + bool(reply.get("spawner"))  # processes of an idle sandbox: supervisor (+ spawner)
 
     def _log_path(self) -> Path:
@@ -166,6 +190,9 @@ class SupervisorHandle:
             lease.release()
         if folder is not None:
             direct.remove_folder(*folder)
+        upper, self._upper = self._upper, None
+        if upper is not None:
+            shutil.rmtree(upper, ignore_errors=True)
         with contextlib.suppress(OSError):
             self._log_path().unlink()
 
@@ -242,6 +269,17 @@ class SupervisorHandle:
 
     def _log_tail(self) -> str:
         return (log_tail(self._log_path(), 1) or [""])[-1]
+
+
+def image_upper(cfg: SandboxConfig, sandbox_id: str) -> Path:
+    """A new, empty folder on the host's disk for an image sandbox's writable layer, owned by its root."""
+    assert cfg.image is not None
+    parent = layout.state_dir(cfg) / "uppers"
+    parent.mkdir(mode=0o711, exist_ok=True)
+    folder = parent / sandbox_id
+    folder.mkdir(mode=0o700)
+    os.chown(folder, cfg.image.uid_base, cfg.image.uid_base)
+    return folder
 
 
 def _read_info(fd: int) -> int | None:

@@ -1,6 +1,7 @@
 """Choose the isolation mode: the configured one if it works here, else say exactly why not."""
 
 import logging
+import os
 
 from temper.sandbox import bwrap, seccomp
 from temper.sandbox.config import SandboxConfig
@@ -26,6 +27,13 @@ def landlock_ok() -> tuple[bool, str]:
 
 def resolve(cfg: SandboxConfig) -> str:
     global _warned
+    if cfg.image is not None:  # an image's root: bwrap with a user namespace the host maps (as root)
+        ok, why = bwrap.probe(cfg.uid)
+        if not ok:
+            raise IsolationUnavailable(f"image sandboxes need bwrap: {why}")
+        if os.geteuid() != 0:
+            raise IsolationUnavailable("image sandboxes need root on the host (to map 65,536 uids for the image)")
+        return "image"
     if cfg.isolation == "none":
         if not _warned:
             log.warning(NONE_WARNING)

@@ -38,6 +38,7 @@ class Sandbox:
         tpl = self.config.workspace if template is KEEP else template
         self.template: Path | None = Path(tpl) if tpl is not None else None
         self._lock = threading.RLock()
+        self._shell = SHELL if self.config.image is None else image_shell(self.config.image.layers)
         self.warm = False  # set by a pool when it served this sandbox already started
         self._sup: SupervisorHandle | None = None
         self._start()
@@ -95,15 +96,19 @@ class Sandbox:
 
     # -- requests -----------------------------------------------------------------------------
     def exec(self, cmd: str | Sequence[str], *, stdin: bytes | str | None = None, timeout: float | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None) -> ExecResult:
-        """Run `cmd` (a string runs under bash -c; a list is an argv) and wait for it."""
-        argv = [SHELL, "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+             env: Mapping[str, str] | None = None, cwd: str | None = None, user: str | None = None) -> ExecResult:
+        """Run `cmd` (a string runs under bash -c; a list is an argv) and wait for it. `user`: an image
+        sandbox's user for this command (name, uid, `name:group`); default the image's USER."""
+        image = self.config.image
+        argv = [self._shell, "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         data = stdin.encode() if isinstance(stdin, str) else stdin
         wall = float(timeout if timeout is not None else self.config.limits.wall_time_s)
         with self._lock:
             sup = self._live()
             req = {"op": "exec", "argv": argv, "env": {**sup.plan.init["env"], **(env or {})},
                    "cwd": self.path(cwd) if cwd else sup.plan.workdir, "timeout": wall, "stdin": data is not None}
+            if image is not None:
+                req["user"] = user if user is not None else image.user
             meta, blob = sup.call(req, data or b"", timeout=wall + 15)
             oom, pids_hit = sup.cgroup.new_hits() if sup.cgroup else (False, False)
         limit = meta["limit"]
@@ -220,6 +225,12 @@ class Sandbox:
         if getattr(self, "_sup", None) is not None:
             with contextlib.suppress(Exception):
                 self.close()
+
+
+def image_shell(layers: Sequence[Path]) -> str:
+    """bash where the image has it (what agents write), else its /bin/sh."""
+    has_bash = any((layer / d / "bash").exists() for layer in layers for d in ("usr/bin", "bin"))
+    return "/bin/bash" if has_bash else "/bin/sh"
 
 
 def req_root(sb: Sandbox) -> str:

@@ -28,8 +28,13 @@ SOCK_TYPE_MASK = 0xF
 SOCK_DGRAM = 2
 
 
+# An image sandbox has a network namespace of its own (loopback only): its commands may use IP sockets and
+# netlink (ip, ss) there, and nothing else beyond AF_UNIX.
+IMAGE_FAMILIES = (1, 2, 10, 16)  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+
+
 @lru_cache(maxsize=4)
-def build_filter(strict_unix: bool) -> bytes:
+def build_filter(strict_unix: bool, image: bool = False) -> bytes:
     """The filter as raw BPF (cached): the supervisor installs it in each child before exec."""
     import pyseccomp as sc
 
@@ -43,7 +48,13 @@ def build_filter(strict_unix: bool) -> bytes:
     f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
     f.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, TIOCSTI))
     for call in ("socket", "socketpair"):
-        f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), call, sc.Arg(0, sc.NE, AF_UNIX))
+        if image:
+            top = max(IMAGE_FAMILIES)
+            f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), call, sc.Arg(0, sc.GT, top))
+            for family in sorted(set(range(top)) - set(IMAGE_FAMILIES)):
+                f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), call, sc.Arg(0, sc.EQ, family))
+        else:
+            f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), call, sc.Arg(0, sc.NE, AF_UNIX))
     if strict_unix:
         f.add_rule(eperm, "connect")
         f.add_rule(eperm, "sendto", sc.Arg(4, sc.NE, 0))

@@ -16,6 +16,9 @@ _NR = (444, 445, 446, 437)
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MNT_DETACH = 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 1, 2, 4, 4096, 16384
+MS_PRIVATE, MS_SLAVE, MS_SHARED = 1 << 18, 1 << 19, 1 << 20
+PR_CAPBSET_DROP = 24
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, 155)
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 38, 22, 36, 4
 SECCOMP_MODE_FILTER = 2
 
@@ -40,6 +43,11 @@ def mount(src: str, target: str, fstype: str | None, flags: int = 0, data: str |
 def umount(target: str) -> None:
     if _libc.umount2(target.encode(), MNT_DETACH) != 0:
         raise _fail(f"umount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    if _libc.syscall(_PIVOT_ROOT, new_root.encode(), put_old.encode()) != 0:
+        raise _fail(f"pivot_root {new_root}")
 
 
 def prctl(option: int, arg: int = 0) -> None:
@@ -137,3 +145,64 @@ def open_beneath(dir_fd: int, path: str, flags: int, mode: int = 0o644) -> int:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), path)
     return int(fd)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def limit_capabilities(keep: frozenset[int]) -> None:
+    """Every capability but `keep` leaves the bounding set, and none stays inheritable or ambient: a
+    program this process starts as root has `keep` alone (this process keeps its own)."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        if cap not in keep:
+            prctl(PR_CAPBSET_DROP, cap)
+    _libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL (an old kernel has none)
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    if _libc.capget(ctypes.byref(header), data) != 0:
+        raise _fail("capget")
+    for d in data:
+        d.inheritable = 0
+    if _libc.capset(ctypes.byref(header), data) != 0:
+        raise _fail("capset")
+
+
+# The new mount API (same numbers on x86_64 and aarch64): a folder made a read-only mount through file
+# descriptors alone, so that nothing swapped for a link meanwhile is followed.
+_OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442
+_OPEN_TREE_CLONE, _AT_EMPTY_PATH, _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 1, 0x1000, 0x4, 0x40
+MOUNT_ATTR_RDONLY = 0x1
+UMOUNT_NOFOLLOW = 0x8
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def bind_read_only(dir_fd: int) -> None:
+    """Mount the folder `dir_fd` names on itself, read-only (open_tree, mount_setattr, move_mount)."""
+    tree = _libc.syscall(_OPEN_TREE, ctypes.c_int(dir_fd), b"", _OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_EMPTY_PATH)
+    if tree < 0:
+        raise _fail("open_tree")
+    try:
+        attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+        if _libc.syscall(_MOUNT_SETATTR, ctypes.c_int(tree), b"", _AT_EMPTY_PATH, ctypes.byref(attr),
+                         ctypes.c_size_t(ctypes.sizeof(attr))) != 0:
+            raise _fail("mount_setattr")
+        if _libc.syscall(_MOVE_MOUNT, ctypes.c_int(tree), b"", ctypes.c_int(dir_fd), b"",
+                         _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH) != 0:
+            raise _fail("move_mount")
+    finally:
+        os.close(tree)
+
+
+def umount_nofollow(target: str) -> None:
+    if _libc.umount2(target.encode(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0:
+        raise _fail(f"umount {target}")

@@ -31,12 +31,18 @@ class Jail:
 
 
 def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes | None,
-        timeout: float, seq: int | None = None) -> tuple[dict, bytes, bytes]:
+        timeout: float, seq: int | None = None, user: str | None = None) -> tuple[dict, bytes, bytes]:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe() if stdin else (os.open("/dev/null", os.O_RDONLY), -1)
     start = time.monotonic()
-    launch = _Spawned(jail, argv, env, cwd, (in_r, out_w, err_w)) if jail.spawner else None
+    launch = _Spawned(jail, argv, env, cwd, (in_r, out_w, err_w), user) if jail.spawner else None
+    if jail.kill == "image" and launch is not None and launch.pid <= 0 and launch.failure is None:
+        # a command killed the spawner: an image's commands start from a new one, never from us (we see the
+        # sandbox's outer view, with every capability of its user namespace)
+        launch = _Spawned(jail, argv, env, cwd, (in_r, out_w, err_w), user)
+        if launch.pid <= 0 and launch.failure is None:
+            launch.failure, launch.code = "temper-sandbox: the sandbox's command starter died; reset it\n", 126
     if launch is None or (launch.pid <= 0 and launch.failure is None):
         launch = _Forked(jail, argv, env, cwd, (in_r, out_w, err_w))
     for fd in (out_w, err_w, in_r):
@@ -89,9 +95,12 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         _kill_quietly(pid)
     status, cpu_s, maxrss = launch.wait(killed=timed_out or interrupted)
     duration = time.monotonic() - start
-    if not launch.swept:  # the spawner sweeps as soon as the command ends; a fork we sweep here
+    persist = jail.kill == "image"  # an image's processes outlive the command, as in a container
+    if not launch.swept and not persist:  # the spawner sweeps as soon as the command ends; a fork we sweep here
         kill_leftovers(jail)
     cleanup_s = time.monotonic() - start - duration
+    if persist:  # what is written by now; a process it left behind may hold the pipes open for ever
+        _drain(bufs, cut, jail.output_bytes, live, poller)
     for fd in list(live):  # every writer is dead now: this reaches EOF
         while fd in live:
             _read(fd, bufs, cut, jail.output_bytes, live, poller)
@@ -107,6 +116,24 @@ def run(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, stdin: bytes
         "stderr_truncated": cut[err_r],
     }
     return meta, bytes(bufs[out_r]), bytes(bufs[err_r])
+
+
+def _drain(bufs: dict[int, bytearray], cut: dict[int, bool], cap: int, live: set[int], poller: select.poll,
+           quiet_s: float = 0.02, most_s: float = 0.5) -> None:
+    """Read until the pipes close or stay quiet for `quiet_s` (at most `most_s`), then close them: a server
+    the command started in the background keeps them, and writes into a closed pipe after that."""
+    end = time.monotonic() + most_s
+    while live and time.monotonic() < end:
+        events = poller.poll(quiet_s * 1000)
+        if not events:
+            break
+        for fd, _ in events:
+            if fd in live:
+                _read(fd, bufs, cut, cap, live, poller)
+    for fd in list(live):
+        poller.unregister(fd)
+        os.close(fd)
+        live.discard(fd)
 
 
 def _read(fd: int, bufs: dict[int, bytearray], cut: dict[int, bool], cap: int, live: set[int],
@@ -164,18 +191,22 @@ class _Forked:
 class _Spawned:
     """A command started by the spawner, which waits for it and tells us how it ended."""
 
-    def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int]):
+    def __init__(self, jail: Jail, argv: list, env: dict, cwd: str, fds: tuple[int, int, int],
+                 user: str | None = None):
         self.jail, self.pid, self.failure, self.code, self.swept = jail, 0, None, 0, False
         if jail.spawner.sock is None:  # stopped earlier (it had died or hung)
             jail.spawner.start()
         self.done_fd = jail.spawner.fileno()
         try:
-            exe = _which(argv[0], env.get("PATH", "/usr/bin:/bin"))
+            if not argv:
+                raise IndexError("empty argv")
+            # an image's commands are found on its PATH by the spawner, which alone sees the image's root
+            exe = "" if jail.kill == "image" else _which(argv[0], env.get("PATH", "/usr/bin:/bin"))
         except (OSError, IndexError) as exc:
             self.failure, self.code = f"temper-sandbox: cannot run {argv[0] if argv else '(empty argv)'}: {exc}\n", 127
             return
         cpu = next(([s, h] for r, s, h in jail.rlimits if r == resource.RLIMIT_CPU), None)
-        reply = jail.spawner.spawn(exe, argv, env, cwd, fds, cpu)
+        reply = jail.spawner.spawn(exe, argv, env, cwd, fds, cpu, user)
         if reply is None:  # the spawner is gone (a command killed it): fork this one, restart it after
             return
         if "error" in reply:
@@ -211,15 +242,25 @@ def kill_all_is_safe(mode: str, init_pid: int) -> bool:
     """kill(-1) sweeps only where it reaches nothing but the sandbox: inside its own pid namespace
     (`init_pid` is 1: we are pid 1, or its child), or under a dedicated non-root uid. Run as root
     on a host, kill(-1) kills every process of the machine; this guard makes that impossible."""
+    if mode == "image":  # root, but of a user namespace of its own and pid 1 (or its child) of its own pid namespace
+        return init_pid == 1 and not _initial_user_namespace()
     if os.getuid() == 0 or os.geteuid() == 0:
         return False
     return (mode == "ns" and init_pid == 1) or mode == "uid"
 
 
+def _initial_user_namespace() -> bool:
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return True
+
+
 def _kill_all(jail: Jail) -> None:
-    if jail.kill in ("ns", "uid") and not kill_all_is_safe(jail.kill, os.getpid()):
+    if jail.kill in ("ns", "uid", "image") and not kill_all_is_safe(jail.kill, os.getpid()):
         raise RuntimeError(f"refusing kill(-1) here (mode {jail.kill}, uid {os.getuid()}, pid {os.getpid()})")
-    if jail.kill == "uid":
+    if jail.kill in ("uid", "image"):
         # Under a uid used by this sandbox alone, one kill(-1) sweep reaches every process the
         # command started (a fork racing it fails: its parent already has SIGKILL pending);
         # being a subreaper, we then reap them all. A second sweep is a cheap belt and braces.

@@ -11,6 +11,7 @@ import signal
 import time
 
 import fsops
+import imageroot
 import kernel_state
 import native
 import proc
@@ -28,7 +29,8 @@ class SupervisorServer:
     def __init__(self, init: dict, bpf: bytes):
         self.init = init
         self.cpu_s: int = init["cpu_s"]
-        self.folders = fsops.Folders(init["folders"])
+        image = init["mode"] == "image"
+        self.folders = imageroot.ImageFolders(init["folders"]) if image else fsops.Folders(init["folders"])
         self.template_fd: int | None = None
         self.dirty = False  # an exec failed before killing what it started
         self.mqueue = False  # /dev/mqueue mounted: POSIX queues to remove at reset
@@ -36,6 +38,8 @@ class SupervisorServer:
         self.ipc_owner: int | None = os.getuid() if init["kill"] == "uid" else None
         if init["mode"] == "bwrap":
             self._enter_own_namespaces()
+            self.mqueue = kernel_state.seal_namespace()
+        elif image:  # root of a user namespace of our own already (bwrap's, mapped by the host)
             self.mqueue = kernel_state.seal_namespace()
         else:
             native.prctl(native.PR_SET_CHILD_SUBREAPER, 1)  # orphans come back to us, to be killed
@@ -58,8 +62,16 @@ class SupervisorServer:
         native.prctl(native.PR_SET_DUMPABLE, 0)  # not ptrace-able, even by a same-uid process
         # The spawner's kill(-1) must spare us: we are pid 1 (bwrap), or outside its Landlock
         # domain where Landlock scopes signals (ABI >= 6). Elsewhere commands are forked.
-        if init["kill"] == "ns" or (init["kill"] == "uid" and landlock and native.landlock_abi() >= 6):
+        if init["kill"] in ("ns", "image") or (init["kill"] == "uid" and landlock and native.landlock_abi() >= 6):
             self.jail.spawner = spawner.Spawner(self.jail)
+
+    def _kill_everything(self) -> None:
+        """Image mode: every process of the sandbox but us (we are pid 1 of its pid namespace), the spawner
+        too; a new spawner enters the rebuilt root after the reset."""
+        if self.jail.spawner is not None:
+            self.jail.spawner.stop()
+        proc._kill_all(self.jail)
+        self.dirty = False
 
     def _enter_own_namespaces(self) -> None:
         """bwrap gave us no capabilities; a user namespace of our own gives mount rights over our
@@ -85,12 +97,16 @@ class SupervisorServer:
             return {"entries": entries, "truncated": truncated}, b""
         if op == "reset":
             start = time.monotonic()
-            if self.dirty:  # every exec kills what it started; only an exec that failed midway has not
+            if self.init["mode"] == "image":  # everything the commands left runs on until now
+                self._kill_everything()
+            elif self.dirty:  # every exec kills what it started; only an exec that failed midway has not
                 proc.kill_leftovers(self.jail)
                 self.dirty = False
-            if self.ipc_owner is not None or self.init["mode"] == "bwrap":
+            if self.ipc_owner is not None or self.init["mode"] in ("bwrap", "image"):
                 kernel_state.clear(self.ipc_owner, self.mqueue)
             self.folders.reset(req.get("template"), "template" in req)
+            if self.init["mode"] == "image" and self.jail.spawner is not None:
+                self.jail.spawner.start()  # into the new root
             return {"ok": True, "overlay": self.folders.overlay, "reset_s": time.monotonic() - start}, b""
         if op == "copy_in":
             self.copy_in(req["key"], req["dest"], req.get("read_only", False))
@@ -102,7 +118,7 @@ class SupervisorServer:
     def exec(self, req: dict, stdin: bytes) -> tuple[dict, bytes]:
         self.dirty = True
         meta, out, err = proc.run(self.jail, req["argv"], req["env"], req["cwd"],
-                                  stdin if req.get("stdin") else None, req["timeout"], req.get("seq"))
+                                  stdin if req.get("stdin") else None, req["timeout"], req.get("seq"), req.get("user"))
         self.dirty = False
         meta["limit"] = self._limit(meta, err)
         meta["stdout_len"] = len(out)
@@ -171,6 +187,9 @@ def main() -> None:
         except Exception as exc:
             meta, blob = {"error": f"{type(exc).__name__}: {exc}", "errno": 0}, b""
         wire.send(out, meta, blob)
-    proc.kill_leftovers(sup.jail)  # the host hung up: nothing of this sandbox may outlive it
+    if sup.init["mode"] == "image":
+        sup._kill_everything()
+    else:
+        proc.kill_leftovers(sup.jail)  # the host hung up: nothing of this sandbox may outlive it
     if sup.jail.spawner is not None:
         sup.jail.spawner.stop()

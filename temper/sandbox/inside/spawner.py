@@ -14,11 +14,15 @@ import resource
 import signal
 import socket
 
+import imageroot
 import native
 import proc
 
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU)  # Python ignores some; commands must not
 MAX_MESSAGE = 128 * 1024
+# A container runtime's default capabilities for root (Docker's, Podman's): chown, dac_override, fowner,
+# fsetid, kill, setgid, setuid, setpcap, net_bind_service, net_raw, sys_chroot, mknod, audit_write, setfcap.
+CONTAINER_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31})
 
 
 class Spawner:
@@ -73,9 +77,10 @@ class Spawner:
             return None
         return json.loads(data)
 
-    def spawn(self, exe: str, argv: list, env: dict, cwd: str, fds: tuple[int, int, int], cpu: tuple) -> dict | None:
+    def spawn(self, exe: str, argv: list, env: dict, cwd: str, fds: tuple[int, int, int], cpu: tuple,
+              user: str | None = None) -> dict | None:
         """{"pid"} or {"error", "code"}; None when the helper is gone (the caller forks instead)."""
-        msg = {"op": "spawn", "exe": exe, "argv": argv, "env": env, "cwd": cwd, "cpu": cpu}
+        msg = {"op": "spawn", "exe": exe, "argv": argv, "env": env, "cwd": cwd, "cpu": cpu, "user": user}
         if len(json.dumps(msg)) > MAX_MESSAGE - 1024:
             return None
         return self._ask(msg, fds)
@@ -98,6 +103,9 @@ class Spawner:
 
 def _serve(sock: socket.socket, jail: object) -> None:
     """The helper: restrict ourselves once, then start, wait for and clean up after commands."""
+    image = jail.kill == "image"
+    if image:  # into the image's root, in a mount namespace of our own (imageroot.py)
+        imageroot.enter()
     for res, soft, hard in jail.rlimits:
         if res != resource.RLIMIT_CPU:
             resource.setrlimit(res, (soft, hard))
@@ -106,11 +114,14 @@ def _serve(sock: socket.socket, jail: object) -> None:
     if not proc.kill_all_is_safe(jail.kill, os.getppid()):
         return  # the supervisor falls back to forking (see proc.kill_leftovers)
     native.prctl(native.PR_SET_CHILD_SUBREAPER, 1)
-    native.prctl(native.PR_SET_NO_NEW_PRIVS, 1)
+    if not image:  # in an image, setuid programs (su, sudo) must work: root there is no one outside
+        native.prctl(native.PR_SET_NO_NEW_PRIVS, 1)
     if jail.landlock_fd is not None:
         native.landlock_restrict(jail.landlock_fd)
     if jail.seccomp is not None:
-        jail.seccomp.install()
+        jail.seccomp.install()  # in an image, with CAP_SYS_ADMIN in our user namespace instead of no_new_privs
+    if image:
+        native.limit_capabilities(CONTAINER_CAPS)  # root's commands get a container runtime's default set
     native.prctl(native.PR_SET_DUMPABLE, 0)
     while True:
         try:
@@ -127,12 +138,16 @@ def _serve(sock: socket.socket, jail: object) -> None:
             sock.send(b"{}")
             continue
         try:
-            os.chdir(msg["cwd"])
-            actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(fds)]
-            pid = os.posix_spawn(msg["exe"], msg["argv"], msg["env"], file_actions=actions, setsid=True,
-                                 setsigdef=RESET_SIGNALS)
-        except OSError as exc:
-            sock.send(json.dumps({"error": str(exc), "code": 127 if exc.errno == 2 else 126}).encode())
+            if image:
+                pid = _fork_exec(msg, fds)
+            else:
+                os.chdir(msg["cwd"])
+                actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(fds)]
+                pid = os.posix_spawn(msg["exe"], msg["argv"], msg["env"], file_actions=actions, setsid=True,
+                                     setsigdef=RESET_SIGNALS)
+        except (OSError, KeyError) as exc:
+            code = 127 if getattr(exc, "errno", None) == 2 else 126
+            sock.send(json.dumps({"error": str(exc).strip('"'), "code": code}).encode())
             continue
         finally:
             for fd in fds:
@@ -144,9 +159,12 @@ def _serve(sock: socket.socket, jail: object) -> None:
                 pass
         sock.send(json.dumps({"pid": pid}).encode())
         _, status, usage = os.wait4(pid, 0)
-        _sweep(jail.kill)  # what it left running dies now: one message instead of a second request
+        if image:  # what it left running keeps running, as in a container; orphans that ended are reaped
+            _reap_orphans()
+        else:
+            _sweep(jail.kill)  # what it left running dies now: one message instead of a second request
         sock.send(json.dumps({"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
-                              "maxrss_kb": usage.ru_maxrss, "swept": True}).encode())
+                              "maxrss_kb": usage.ru_maxrss, "swept": not image}).encode())
 
 
 def _sweep(mode: str) -> None:
@@ -161,3 +179,70 @@ def _sweep(mode: str) -> None:
         except ProcessLookupError:
             pass
         proc.reap_all()
+
+
+def _reap_orphans() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _fork_exec(msg: dict, fds: list) -> int:
+    """An image's command: forked (posix_spawn cannot change users), as the image's USER (or the request's),
+    in its WORKDIR, found on its PATH inside the image."""
+    uid, gid, groups, home = _ids(msg.get("user") or "")
+    env = msg["env"] if "HOME" in msg["env"] else {**msg["env"], "HOME": home}
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.setsid()
+        for sig in RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+        os.closerange(3, 1 << 16)
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+        os.chdir(msg["cwd"])
+        os.execvpe(msg["argv"][0], msg["argv"], env)
+    except BaseException as exc:
+        os.write(2, f"temper-sandbox: cannot run {msg['argv'][0]}: {exc}\n".encode(errors="replace"))
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    os._exit(126)
+
+
+def _ids(user: str) -> tuple[int, int, list[int], str]:
+    """uid, gid, supplementary groups and home of an image's USER (`name`, `uid`, `name:group`, `uid:gid`),
+    read from the image's own /etc/passwd and /etc/group (not through NSS: its modules are the image's)."""
+    name, _, group = user.partition(":")
+    passwd = _table("/etc/passwd")
+    row = next((r for r in passwd if r[0] == name or (name.isdigit() and r[2] == name)), None) if name else \
+        next((r for r in passwd if r[2] == "0"), None)
+    if row is None and not (name.isdigit() or not name):
+        raise KeyError(f"user {name!r} is not in the image's /etc/passwd")
+    uid = int(row[2]) if row else int(name or 0)
+    gid = int(row[3]) if row else uid
+    home = row[5] if row and len(row) > 5 else "/"
+    groups_table = _table("/etc/group")
+    if group:
+        hit = next((r for r in groups_table if r[0] == group or r[2] == group), None)
+        if hit is None and not group.isdigit():
+            raise KeyError(f"group {group!r} is not in the image's /etc/group")
+        gid = int(hit[2]) if hit else int(group)
+    login = row[0] if row else None
+    extra = sorted({int(r[2]) for r in groups_table if login and len(r) > 3 and login in r[3].split(",")} | {gid})
+    return uid, gid, extra, home
+
+
+def _table(path: str) -> list[list[str]]:
+    try:
+        with open(path) as f:
+            return [line.rstrip("\n").split(":") for line in f if line.count(":") >= 2]
+    except OSError:
+        return []

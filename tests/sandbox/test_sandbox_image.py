@@ -1,0 +1,154 @@
+"""Image sandboxes: a root filesystem of read-only layers under a writable layer on disk, root in a user
+namespace of 65,536 ids (uid_base outside), the image's ENV/WORKDIR/USER, processes kept across commands
+until reset, a loopback-only network of its own. The image here is made of the host's own bash and coreutils
+(fast, offline); tests/images/test_image_sandbox.py runs a Debian image built by podman."""
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from temper.images import layers
+from temper.sandbox import ImageRoot, Sandbox, SandboxConfig, SandboxError
+
+BASE = 1_000_000
+# Docker's and Podman's default capabilities for root: chown dac_override fowner fsetid kill setgid setuid setpcap
+# net_bind_service net_raw sys_chroot mknod audit_write setfcap
+CONTAINER_CAPS = (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31)
+TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln", "kill")
+
+
+@pytest.fixture(scope="module")
+def image_layers(public_tmp: Path) -> list[Path]:
+    """Two layers: the host's bash and coreutils with their libraries (merged /usr), then an app layer."""
+    root = public_tmp / "mini-rootfs"
+    for d in ("usr/bin", "etc", "app", "tmp", "root", "home/agent"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        (root / link).symlink_to(target)
+    for tool in TOOLS:
+        exe = shutil.which(tool)
+        assert exe, tool
+        shutil.copy(Path(exe).resolve(), root / "usr/bin" / tool)
+        for lib in subprocess.run(["ldd", exe], capture_output=True, text=True).stdout.split():
+            if lib.startswith("/") and Path(lib).exists():
+                dest = root / ("usr" + lib if not lib.startswith("/usr/") else lib[1:])
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(lib).resolve(), dest)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/bash\n")
+    (root / "etc/group").write_text("root:x:0:\nagent:x:1000:\n")
+    base_tar, app_tar = public_tmp / "base.tar", public_tmp / "app.tar"
+    subprocess.run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(base_tar), "."], check=True)
+    app = public_tmp / "app-src"
+    (app / "app").mkdir(parents=True)
+    (app / "app/README").write_text("from the app layer\n")
+    (app / "etc").mkdir()
+    (app / "etc/.wh.group").write_text("")  # the app layer deletes /etc/group ...
+    subprocess.run(["tar", "--numeric-owner", "-C", str(app), "-cf", str(app_tar), "."], check=True)
+    out = []
+    for i, tar in enumerate((base_tar, app_tar)):
+        dest = public_tmp / f"layer{i}"
+        with open(tar, "rb") as f:
+            layers.unpack(f, dest, BASE)
+        out.append(dest)
+    return out
+
+
+@pytest.fixture
+def image_cfg(image_layers: list[Path], state_dir: Path, tmp_path: Path) -> SandboxConfig:
+    return SandboxConfig(image=ImageRoot(layers=image_layers, env={"GREETING": "hi", "PATH": "/usr/bin:/bin"},
+                                         workdir="/app", uid_base=BASE), state_dir=state_dir, run_dir=tmp_path)
+
+
+def test_root_with_the_images_env_workdir_and_users(image_cfg):
+    with Sandbox(image_cfg) as sb:
+        assert sb.mode == "image"
+        r = sb.exec("id -u; pwd; echo $GREETING $HOME; cat /app/README; cat /etc/group")
+        lines = r.stdout.decode().splitlines()
+        assert lines[:4] == ["0", "/app", "hi /root", "from the app layer"]  # ENV, WORKDIR, HOME from passwd
+        assert "No such file" in r.stderr.decode()  # the upper layer's whiteout hides the lower /etc/group
+        assert sb.exec("id -u; echo $HOME", user="agent").stdout == b"1000\n/home/agent\n"
+        bad = sb.exec("true", user="nobody-here")
+        assert bad.exit_code != 0 and b"not in the image's /etc/passwd" in bad.stderr
+
+
+def test_the_root_filesystem_is_writable_on_disk_and_reset_restores_the_image(image_cfg):
+    with Sandbox(image_cfg) as sb:
+        upper = sb._live()._upper
+        assert sb.exec("touch /usr/bin/added && chown 1000 /usr/bin/added && rm /app/README").exit_code == 0
+        st = os.stat(upper / "upper/usr/bin/added")  # on the host's disk, owned by the shifted uid
+        assert (st.st_uid, Path(upper).stat().st_uid) == (BASE + 1000, BASE)
+        assert sb.exec("cat /app/README").exit_code != 0
+        sb.exec("sleep 300 &")
+        ms = sb.reset() * 1e3
+        r = sb.exec("ls /usr/bin/added; cat /app/README; ls /proc")
+        assert b"from the app layer" in r.stdout and b"No such file" in r.stderr
+        assert len([p for p in r.stdout.decode().split() if p.isdigit()]) <= 6  # sleep is gone
+        assert ms < 1000
+    assert not upper.exists()  # the writable layer goes with the sandbox
+
+
+def test_background_processes_outlive_their_command_until_reset(image_cfg):
+    with Sandbox(image_cfg) as sb:
+        t0 = time.monotonic()
+        r = sb.exec("(while :; do echo x >> /tmp/tick; sleep 0.05; done) & echo started")  # holds stdout open
+        assert r.stdout == b"started\n" and time.monotonic() - t0 < 5
+        time.sleep(0.6)
+        count = "n=0; while read -r l; do n=$((n+1)); done < /tmp/tick; echo $n"
+        first = int(sb.exec(count).stdout)
+        time.sleep(0.4)
+        assert int(sb.exec(count).stdout) > first > 3  # still writing, across commands
+        sb.reset()
+        assert sb.exec("cat /tmp/tick").exit_code != 0
+
+
+def test_a_sandbox_cannot_reach_the_hosts_loopback_but_has_its_own(image_cfg):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    hits: list[bytes] = []
+    threading.Thread(target=lambda: hits.append(server.accept()[0].recv(10)), daemon=True).start()
+    try:
+        with Sandbox(image_cfg) as sb:
+            r = sb.exec(f"echo hi > /dev/tcp/127.0.0.1/{port} && echo reached")
+            assert r.exit_code != 0 and b"reached" not in r.stdout and hits == []
+            assert b"Connection refused" in r.stderr  # its own loopback, with nothing listening on it
+    finally:
+        server.close()
+
+
+def test_two_sandboxes_of_one_image_see_nothing_of_each_other(image_cfg):
+    with Sandbox(image_cfg) as a, Sandbox(image_cfg) as b:
+        a.exec("echo secret > /root/note; sleep 300 &")
+        assert b.exec("cat /root/note").exit_code != 0
+        assert "sleep" not in b.exec("cat /proc/*/comm").stdout.decode()
+        assert "sleep" in a.exec("cat /proc/*/comm").stdout.decode()
+
+
+def test_root_inside_has_a_runtimes_default_capabilities_and_no_way_out(image_cfg, tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("echo verifying\n")
+    tests.chmod(0o755)
+    with Sandbox(image_cfg) as sb:
+        status = sb.exec("cat /proc/self/status").stdout.decode()
+        bnd = int(next(line for line in status.splitlines() if line.startswith("CapBnd")).split()[1], 16)
+        assert bnd == sum(1 << c for c in CONTAINER_CAPS)
+        assert sb.exec("ls /.temper").exit_code != 0  # the supervisor's view is not there
+        assert sb.exec("kill -9 1; sleep 0.1; echo alive").stdout == b"alive\n"
+        assert sb.exec("true").exit_code == 0  # pid 1, the supervisor, ignored it
+        sb.exec("kill -9 $PPID")  # the spawner that started it: the next command starts from a new one...
+        r = sb.exec("ls /; ls /.temper")
+        assert b"app" in r.stdout and r.exit_code != 0  # ...in the image, never from the supervisor's view
+        sb.upload(tests, "/tests", read_only=True)
+        r = sb.exec("cat /tests/test.sh; echo tampered >> /tests/test.sh")
+        assert r.stdout == b"echo verifying\n" and b"Read-only file system" in r.stderr
+        assert sb.exec("ln -s /proc/1/root/etc /app/escape").exit_code == 0
+        with pytest.raises(SandboxError, match="symlinks are not followed"):  # the supervisor follows no link
+            sb.write_file("/app/escape/x", "x")
