@@ -121,9 +121,10 @@ class ImageStore:
         return [i for i in self.images() if i.key.startswith(ref) or i.name == ref]
 
     # -- adding images -----------------------------------------------------------------------
-    def build_task(self, folder: Path, timeout_s: float | None = None,
+    def build_task(self, folder: Path | str, timeout_s: float | None = None,
                    on_line: Callable[[str], None] | None = None) -> Image:
         """The image of a task folder's environment/Dockerfile (context: environment/), built once."""
+        folder = Path(folder)
         where = f"task folder {folder.name}"
         env_dir = folder / "environment"
         df = env_dir / "Dockerfile"

@@ -5,6 +5,7 @@ an unchanged task is not rebuilt, and a failing step is one error naming the tas
 import logging
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -105,8 +106,9 @@ def test_a_failing_step_names_the_task_folder_the_line_and_the_output(store, tmp
     assert "about to fail" in msg.split("):", 1)[1] and "\n" not in msg
 
 
-def test_the_docs_example_builds_and_lists(store):
-    """docs/images.md's commands, as written, from the repository root."""
+def test_the_docs_examples_build_list_and_run(store, tmp_path):
+    """docs/images.md's commands and its Python example, as written, from the repository root (`#>` lines:
+    the output it must print)."""
     root = Path(__file__).resolve().parents[2]
     doc = (root / "docs/images.md").read_text()
     block = doc.split("```bash\n", 1)[1].split("```", 1)[0]
@@ -117,3 +119,8 @@ def test_the_docs_example_builds_and_lists(store):
     (image,) = store.find("greet")[-1:]
     assert image.env["GREETING"] == "hello from the image" and image.workdir == "/app"
     assert any((d / "app/greet.py").is_file() for d in store.layer_dirs(image))
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    want = [line[3:] for line in example.splitlines() if line.startswith("#> ")]
+    (tmp_path / "examples").symlink_to(root / "examples")  # its run folder (runs/sandbox) lands in tmp_path
+    ran = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and ran.stdout.splitlines() == [*want, ""], ran.stderr[-2000:]
