@@ -1,6 +1,11 @@
 """Sandbox speed and density, side by side with a bare `subprocess.run` of the same command.
 
-    .venv/bin/python benchmarks/sandbox_bench.py [--isolation bwrap] [--idle 200] [--n 200]
+    .venv/bin/python benchmarks/sandbox_bench.py [--isolation bwrap] [--idle 200] [--n 200] [--image]
+
+With --image it adds image sandboxes on the example task image (examples/images/greet, built by podman on
+its Debian base), side by side with `podman run` of the same image (runc; the `image_*` and `podman_*`
+figures): cold start to a first command, warm exec against the host-filesystem sandbox, reset, 100 idle
+image sandboxes' memory, the image's build time and disk, and the disk two images with one base share.
 
 Prints a table, then one JSON line (the last line) with the figures and target pass/fail.
 Targets (2-core machine): warm /bin/true p50 <= 2x bare and <= 5 ms; cold start p50 <= 50 ms;
@@ -22,6 +27,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from temper.images import layers
 from temper.sandbox import Sandbox, SandboxConfig, SandboxPool
 
 
@@ -79,12 +85,79 @@ def sandbox_mib(sb: Sandbox) -> float:
     return pss_mib(outer + inner)
 
 
+def image_figures(work: Path, cfg: SandboxConfig, n: int) -> dict[str, object]:
+    """Image sandboxes on the example task's image, beside `podman run` of it and the host-filesystem sandbox."""
+    from temper.images import ImagesConfig, ImageStore
+    from temper.sandbox import ImageRoot
+
+    store = ImageStore(ImagesConfig())
+    example = Path(__file__).resolve().parents[1] / "examples/images/greet"
+    image = store.build_task(example)
+    other = work / "tasks/other"
+    (other / "environment").mkdir(parents=True)
+    (other / "environment/Dockerfile").write_text("FROM python:3.13-slim-bookworm\nRUN echo other > /other\n")
+    second = store.build_task(other)
+    use = store.disk_use()
+    one, two = use[f"image:{image.key}"], use[f"image:{second.key}"]
+    shared = sum(layers.disk_bytes(store.layer_dir(d)) for d in set(image.layers) & set(second.layers))
+    root = ImageRoot(layers=store.layer_dirs(image), env=image.env, workdir=image.workdir, user=image.user,
+                     uid_base=store.cfg.uid_base)
+    icfg = cfg.model_copy(update={"image": root})
+    cold = []
+    for _ in range(30):
+        t = time.perf_counter()
+        with Sandbox(icfg) as sb:
+            sb.exec(["true"])
+        cold.append((time.perf_counter() - t) * 1e3)
+    ref = f"localhost/temper-task/greet:{image.key}"
+    podman = [*store.tool.argv0, "run", "--rm", "--runtime", "runc", "--network", "none",
+              "--ulimit", "nofile=1024:1024", ref, "true"]
+    subprocess.run(podman, check=True, capture_output=True)  # the first run sets its storage up
+    pod = []
+    for _ in range(15):
+        t = time.perf_counter()
+        subprocess.run(podman, check=True, capture_output=True)
+        pod.append((time.perf_counter() - t) * 1e3)
+    with Sandbox(icfg) as isb, Sandbox(cfg) as hsb:
+        for _ in range(20):
+            isb.exec(["true"])
+            hsb.exec(["/bin/true"])
+        host_warm, image_warm = timed([lambda: hsb.exec(["/bin/true"]), lambda: isb.exec(["true"])], n)
+        resets = []
+        for _ in range(30):
+            isb.exec("echo changed > /app/greet.py; mkdir -p /srv/x && touch /srv/x/f; sleep 60 &")
+            resets.append(isb.reset() * 1e3)
+        assert isb.exec("cat /app/greet.py").stdout.startswith(b"import os")
+    idle = [Sandbox(icfg.model_copy(update={"audit": False})) for _ in range(100)]
+    time.sleep(1.0)
+    per = [sandbox_mib(sb) for sb in idle]
+    alive = sum(1 for sb in idle if sb.exec(["true"]).exit_code == 0)
+    for sb in idle:
+        sb.close()
+    ic, pc = pct(cold, 0.5), pct(pod, 0.5)
+    return {
+        "image": image.name, "image_layers": len(image.layers), "image_build_s": image.build_s,
+        "image_disk_mib": round(one / 2**20, 1), "second_image_disk_mib": round(two / 2**20, 1),
+        "two_images_layer_store_mib": round(use["layers"] / 2**20, 1),
+        "two_images_shared_mib": round(shared / 2**20, 1),
+        "image_cold_start_p50_ms": ic, "image_cold_start_p99_ms": pct(cold, 0.99),
+        "podman_cold_start_p50_ms": pc, "podman_cold_start_p99_ms": pct(pod, 0.99),
+        "podman_vs_image_cold_start": round(pc / ic, 1),
+        "host_warm_exec_p50_ms": pct(host_warm, 0.5), "image_warm_exec_p50_ms": pct(image_warm, 0.5),
+        "image_vs_host_warm_exec": round(pct(image_warm, 0.5) / pct(host_warm, 0.5), 2),
+        "image_reset_ms": pct(resets, 0.5), "image_reset_p99_ms": pct(resets, 0.99),
+        "image_idle_100_alive": alive, "image_idle_sandbox_mib": round(statistics.mean(per), 2),
+        "image_idle_100_total_mib": round(sum(per), 1),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--isolation", default="auto")
     ap.add_argument("--n", type=int, default=300, help="samples per latency figure")
     ap.add_argument("--idle", type=int, default=200, help="idle warm sandboxes for the density figure")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/sandbox_bench/latest.json")
+    ap.add_argument("--image", action="store_true", help="add the image sandbox figures (needs podman, runc)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="temper-bench-"))
     work.chmod(0o755)
@@ -201,6 +274,15 @@ def main() -> None:
             "reset_le_10ms": r["reset_ms"] <= 10.0,
             "idle_200_within_2gib": alive >= 200 and sum(per_sandbox) * 200 / args.idle <= 2048,
         }
+        if args.image:
+            img = image_figures(work, cfg, args.n)
+            r.update(img)
+            r["targets"].update({  # type: ignore[union-attr]
+                "image_cold_start_le_50ms": img["image_cold_start_p50_ms"] <= 50.0,
+                "image_cold_start_5x_faster_than_podman": img["podman_vs_image_cold_start"] >= 5.0,
+                "image_warm_exec_le_1_2x_host": img["image_vs_host_warm_exec"] <= 1.2,
+                "image_reset_le_5ms": img["image_reset_ms"] <= 5.0,
+            })
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table = Table("figure", "value", title=f"temper sandbox benchmark ({r.get('isolation')})")

@@ -52,9 +52,10 @@ if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
     apt_install chromium
 fi
 
-if [ "$WITH_IMAGES" = 1 ] && ! { command -v podman && command -v mmdebstrap; } >/dev/null 2>&1; then
-    log "installing podman and mmdebstrap (task images: builds without a daemon, Debian bases)"
-    apt_install podman mmdebstrap
+if [ "$WITH_IMAGES" = 1 ] && ! { command -v podman && command -v mmdebstrap && command -v runc; } >/dev/null 2>&1; then
+    # runc: only for `podman run`, the peer benchmarks/sandbox_bench.py --image times (crun refuses hybrid cgroups)
+    log "installing podman, mmdebstrap and runc (task images: builds without a daemon, Debian bases)"
+    apt_install podman mmdebstrap runc
 fi
 
 PY=${PYTHON:-python3}
