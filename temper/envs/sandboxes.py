@@ -14,7 +14,7 @@ from typing import Any
 
 from temper.envs.reward import Reward
 from temper.errors import TemperError
-from temper.sandbox import AsyncSandboxPool, Limits, Mount, Sandbox, SandboxConfig, SandboxPool
+from temper.sandbox import AsyncSandboxPool, ImageRoot, Limits, Mount, Sandbox, SandboxConfig, SandboxPool
 from temper.sandbox.aio import call
 from temper.sandbox.errors import SandboxCrashed
 from temper.sandbox.remote_pool import RemotePoolSpec, RemoteSandboxPool
@@ -54,14 +54,21 @@ class SandboxProvider:
         episodes holding every pooled one wait for it (e.g. a verifier's control run)."""
         return SandboxProvider(config=self.pool.config) if isinstance(self.pool, SandboxPool) else self
 
-    async def acquire(self, template: Path | None = None, limits: Limits | None = None) -> Sandbox:
-        if self.pool is not None:
+    async def acquire(self, template: Path | None = None, limits: Limits | None = None,
+                      image: ImageRoot | None = None) -> Sandbox:
+        """`image`: a sandbox on that image's root filesystem (fresh, with the task's limits: the pool's
+        sandboxes run on the host's), the episode mounts being folders of the image (/logs a tmpfs)."""
+        if self.pool is not None and image is None:
             return await call(self.pool.acquire, template)
-        cfg = self.config if limits is None else self.config.model_copy(update={"limits": limits})
-        return await call(Sandbox, cfg, template=template)
+        cfg = self.pool.config if self.pool is not None and isinstance(self.pool, SandboxPool) else self.config
+        update: dict[str, Any] = {} if limits is None else {"limits": limits}
+        if image is not None:
+            update.update(image=image, workspace=None, mounts=[m for m in cfg.mounts if m.src is None])
+        return await call(Sandbox, cfg.model_copy(update=update) if update else cfg,
+                          template=None if image is not None else template)
 
     async def release(self, sb: Sandbox) -> None:
-        if self.pool is not None:
+        if self.pool is not None and sb.config.image is None:
             await call(self.pool.release, sb)
         else:
             await call(sb.close)

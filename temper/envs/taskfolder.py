@@ -3,9 +3,10 @@
     instruction.md         what the agent is asked to do
     task.toml              [metadata] difficulty/category/tags, [agent] timeout_sec,
                            [verifier] timeout_sec, [environment] cpus/memory_mb/storage_mb
-    environment/           its files become the workspace at /app (a Dockerfile there is NOT
-                           executed; temper extension: environment/setup.sh runs in the sandbox
-                           before the agent starts, e.g. to build a git history)
+    environment/           its Dockerfile, if any, builds the task's image (the terminal suite's
+                           images=on); without one its files become the workspace at /app
+                           (temper extension: environment/setup.sh runs in the sandbox before
+                           the agent starts, e.g. to build a git history)
     solution/solve.sh      the oracle
     tests/test.sh          the verifier: writes /logs/verifier/reward.txt (or reward.json)
 
@@ -239,9 +240,6 @@ def load_task_folder(path: Path | str, maxima: TaskMaxima | None = None) -> Task
     )
     if stat.S_ISREG(getattr(kinds.get("environment/setup.sh"), "st_mode", 0)):
         tf.setup_script = _text(folder, "environment/setup.sh")
-    if tf.has_dockerfile:
-        log.warning("task folder %s: environment/Dockerfile is not executed (no container engine); "
-                 "the workspace is environment/'s files", name)
     for rel, st in entries:
         if (rel.startswith("environment/") and stat.S_ISREG(st.st_mode) and st.st_size <= _TEXT_LIMIT
                 and rel.count("/") >= 1 and rel.removeprefix("environment/") not in NOT_IN_WORKSPACE):

@@ -121,8 +121,9 @@ class SandboxConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _image_alone(self) -> "SandboxConfig":
-        if self.image is not None and (self.mounts or self.workspace is not None):
-            raise ValueError("image: the image is the whole filesystem; mounts and workspace do not apply")
+        if self.image is not None and (any(m.src is not None for m in self.mounts) or self.workspace is not None):
+            raise ValueError("image: the image is the whole filesystem; a workspace or a mount of a host folder does "
+                             "not apply (scratch mounts do: a folder of the image, a tmpfs of its own with size_mb)")
         if self.image is not None and self.isolation in ("landlock", "none"):
             raise ValueError(f"image: needs bwrap isolation (isolation is {self.isolation})")
         return self

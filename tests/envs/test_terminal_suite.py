@@ -63,7 +63,7 @@ def test_reward_json_components_and_dockerfile_note(task_folder, caplog) -> None
     write_json = "mkdir -p /logs/verifier\necho '{\"correct\": 1, \"style\": 0.5}' > /logs/verifier/reward.json\n"
     folder = task_folder(test_sh=write_json,
                          files={"Dockerfile": "FROM ubuntu\nRUN apt-get install -y curl\n"})
-    suite = parse_spec(f"terminal:path={folder}")
+    suite = parse_spec(f"terminal:path={folder},images=off")  # images=on builds it (tests/images)
     (task,) = suite.tasks()
     assert task.payload["dockerfile_ignored"] and "Dockerfile" not in task.payload["files"]
     r = asyncio.run(suite.run_noop(task))

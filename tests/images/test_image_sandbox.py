@@ -82,3 +82,15 @@ def test_a_700_mib_file_under_a_512_mib_memory_limit_lands_on_disk(image_root, t
         assert r.exit_code == 0 and r.stdout == b"734003200\n", (r.limit, r.stderr)
         upper = sb._live()._upper
         assert (upper / "upper/srv/app/big").stat().st_size == 734003200  # in the writable layer, on disk
+
+
+def test_a_reset_sandbox_equals_a_fresh_one(image_root, tmp_path):
+    probe = ("cut -d: -f1 /etc/passwd | sort | tr '\\n' ' '; echo; ls -A /srv /tmp /root /home | tr '\\n' ' '; echo; "
+             "ls /proc | grep -c '^[0-9]'")
+    with Sandbox(config(image_root, tmp_path)) as fresh:
+        want = fresh.exec(probe).stdout
+    with Sandbox(config(image_root, tmp_path)) as sb:
+        sb.exec("useradd -m mallory && echo x > /srv/left && echo y > /tmp/left && (sleep 600 &) && sleep 600 &")
+        assert sb.exec(probe).stdout != want  # a user, files and processes more
+        sb.reset()
+        assert sb.exec(probe).stdout == want

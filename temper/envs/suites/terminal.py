@@ -2,7 +2,9 @@
 
 The agent works in /app with the shell and file tools; when it submits, tests/ is uploaded to
 /tests and tests/test.sh runs in the same workspace, writing /logs/verifier/reward.txt (a number)
-or reward.json (components; its `reward` key, else their mean, is the value).
+or reward.json (components; its `reward` key, else their mean, is the value). A task folder with an
+environment/Dockerfile runs in its image (`images=on`, the default; built once by temper.images): the
+agent as the image's USER in its WORKDIR, the oracle and the verifier as root in the same live container.
 """
 
 import asyncio
@@ -22,7 +24,8 @@ from temper.envs.suite import ListSuite
 from temper.envs.task import Task, content_hash
 from temper.envs.taskfolder import TaskFolder, find_task_folders, load_task_folder
 from temper.errors import TemperError
-from temper.sandbox import ExecResult, Limits, SandboxError
+from temper.images import Image, ImagesConfig, ImageStore
+from temper.sandbox import ExecResult, ImageRoot, Limits, SandboxError
 from temper.sandbox.aio import call
 from temper.sandbox.config import TaskMaxima
 from temper.trajectory import FailureKind
@@ -50,23 +53,34 @@ SHIPPED = Path(__file__).resolve().parent.parent / "tasks" / "terminal"
 BACKGROUND = ("You are working in a Linux sandbox without network access. The task's files are in /app, "
               "the working directory. Use the tools to inspect and change files and to run commands; "
               "when the task is done, call submit.")
+IMAGE_BACKGROUND = ("You are working as root in a Linux container built for this task; its network is its own "
+                    "loopback. The working directory is {workdir}. Use the tools to inspect and change files and "
+                    "to run commands (processes you start keep running); when the task is done, call submit.")
 
 
 class TerminalEnv(SandboxEnv):
     tools = ("bash", "python", "read_file", "write_file", "list_files", "submit")
     background = BACKGROUND
 
-    def __init__(self, task: Task, folder: TaskFolder, pool: Any = None):
-        sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
-                           wall_time_s=folder.agent_timeout_s)
+    def __init__(self, task: Task, folder: TaskFolder, pool: Any = None, image: ImageRoot | None = None):
+        if image is None:
+            sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
+                               wall_time_s=folder.agent_timeout_s)
+        else:  # as a container: the writable layer is on disk, memory is bounded by its cgroup, not RLIMIT_AS
+            sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
+                               file_size_mb=folder.storage_mb, address_space_mb=0, wall_time_s=folder.agent_timeout_s)
+            self.background = IMAGE_BACKGROUND.format(workdir=image.workdir)
         limits = TaskLimits(agent_timeout_s=folder.agent_timeout_s, verifier_timeout_s=folder.verifier_timeout_s)
-        super().__init__(task, pool, limits, folder.workspace(), sb_limits)
+        super().__init__(task, pool, limits, None if image else folder.workspace(), sb_limits, image=image)
         self.folder = folder
+        self.workdir = image.workdir if image else "/app"  # where setup.sh, solve.sh and test.sh run
+        self.admin = "root" if image else None  # an image's verifier and oracle run as its root, as in Harbor
         self.clean = False  # True on a run without an agent (oracle, control): its timeout is judged as it is
 
     async def setup(self) -> None:
         if self.folder.setup_script:
-            r = await self.exec(["bash", "-s"], stdin=self.folder.setup_script, timeout=120, cwd="/app")
+            r = await self.exec(["bash", "-s"], stdin=self.folder.setup_script, timeout=120, cwd=self.workdir,
+                                user=self.admin)
             if not r.ok:
                 raise TemperError(f"task folder {self.folder.path}: environment/setup.sh failed "
                                   f"(exit {r.exit_code}): {r.stderr.decode(errors='replace')[-300:]}")
@@ -102,7 +116,7 @@ class TerminalEnv(SandboxEnv):
     async def control_run(self) -> verify_record.CleanVerify | None:
         """The task once more on a fresh sandbox, its reference solution (if any) in place of the agent, and the
         verifier timed (recorded for the next episodes); None if the control's own sandbox failed."""
-        control = TerminalEnv(self.task, self.folder, self.provider.unpooled())
+        control = TerminalEnv(self.task, self.folder, self.provider.unpooled(), self.image)
         try:
             async with control:
                 await control.reset()
@@ -137,7 +151,8 @@ class TerminalEnv(SandboxEnv):
         # folders there: what it did to its own sandbox that keeps the verifier from running is its failure
         # (a 0), never an infrastructure one.
         prep = await self.exec(f"chmod -R u+rwX /logs 2>/dev/null; find /logs -mindepth 1 -delete && "
-                               f"mkdir -p /logs/verifier {VERIFIER_ENV['HOME']} {VERIFIER_ENV['TMPDIR']}")
+                               f"mkdir -p /logs/verifier {VERIFIER_ENV['HOME']} {VERIFIER_ENV['TMPDIR']}",
+                               user=self.admin)
         if prep.exit_code != 0:
             why = prep.stderr.decode(errors="replace")[-300:]
             return broken_by_agent(f"cannot clear /logs/verifier: {why}")
@@ -148,7 +163,7 @@ class TerminalEnv(SandboxEnv):
                 raise
             return broken_by_agent(f"cannot upload the tests: {exc}")
         r = await self.exec(["bash", "-c", self.folder.test_script, "/tests/test.sh"], env=VERIFIER_ENV,
-                            timeout=self.limits.verifier_timeout_s, cwd="/app")
+                            timeout=self.limits.verifier_timeout_s, cwd=self.workdir, user=self.admin)
         info = {"test_exit_code": r.exit_code, "test_output": (r.stdout + r.stderr).decode(errors="replace")[-2000:],
                 "verify_s": round(r.duration_s, 3)}
         # A reward is trusted only from a test.sh that finished by itself: one the agent's code (run by the
@@ -182,7 +197,8 @@ class TerminalEnv(SandboxEnv):
     async def run_solution(self) -> ExecResult:
         """solution/solve.sh in the workspace, as the agent would have worked there."""
         await call(self.sandbox.upload, self.folder.path / "solution", "/solution")
-        return await self.exec(["bash", "/solution/solve.sh"], timeout=self.folder.agent_timeout_s, cwd="/app")
+        return await self.exec(["bash", "/solution/solve.sh"], timeout=self.folder.agent_timeout_s, cwd=self.workdir,
+                               user=self.admin)
 
     async def run_oracle(self) -> Reward:
         r = await self.run_solution()
@@ -196,25 +212,44 @@ class TerminalSuite(ListSuite):
     domain = "terminal"
     needs_sandbox = True
 
-    def __init__(self, path: str = "") -> None:
+    def __init__(self, path: str = "", images: str = "on") -> None:
         super().__init__()
+        if images not in ("on", "off"):
+            raise TemperError(f"terminal: images={images!r}: on (a task's environment/Dockerfile gives its root "
+                              f"filesystem) or off (it is ignored; the task runs on the host's)")
         self.root = Path(path) if path else SHIPPED
+        self.use_images = images == "on"
         self.folders: dict[str, TaskFolder] = {}
+        self.images: dict[str, ImageRoot] = {}
 
     def build(self) -> list[Task]:
         tasks = []
         for folder in find_task_folders(self.root):
             tf = load_task_folder(folder)
             tags = tuple(dict.fromkeys([*tf.tags, *([tf.category] if tf.category else [])]))
+            payload: dict[str, Any] = {"path": str(folder), "name": folder.name, "files": tf.files}
+            if tf.has_dockerfile and self.use_images:
+                image = self.image_of(folder)
+                payload["image"] = image.key
+            elif tf.has_dockerfile:
+                payload["dockerfile_ignored"] = True
+                log.warning("task folder %s: environment/Dockerfile is not executed (images=off); the task runs "
+                            "on the host's filesystem with environment/'s files in /app", folder.name)
             task = Task(
                 id=content_hash(tf.digest), suite=self.name, domain=self.domain, prompt=tf.instruction, tags=tags,
-                difficulty=tf.difficulty, oracle=tf.oracle,
-                payload={"path": str(folder), "name": folder.name, "files": tf.files,
-                         "dockerfile_ignored": tf.has_dockerfile},
+                difficulty=tf.difficulty, oracle=tf.oracle, payload=payload,
             )
             self.folders[task.payload["path"]] = tf
             tasks.append(task)
         return tasks
+
+    def image_of(self, folder: Path) -> Image:
+        """The task's image, built once (kept by content in the image store; docs/images.md)."""
+        store = ImageStore(ImagesConfig())
+        image = store.build_task(folder)
+        self.images[str(folder)] = ImageRoot(layers=store.layer_dirs(image), env=image.env, workdir=image.workdir,
+                                             user=image.user, uid_base=store.cfg.uid_base)
+        return image
 
     def make_env(self, task: Task, pool: Any = None) -> TerminalEnv:
         self.tasks()
@@ -224,7 +259,7 @@ class TerminalSuite(ListSuite):
         tf = self.folders.get(task.payload["path"])
         if tf is None or most != TaskMaxima():
             tf = load_task_folder(task.payload["path"], most)
-        return TerminalEnv(task, tf, provider)
+        return TerminalEnv(task, tf, provider, self.images.get(task.payload["path"]))
 
 
 register_suite("terminal")(TerminalSuite)

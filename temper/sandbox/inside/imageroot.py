@@ -27,6 +27,7 @@ class ImageFolders(fsops.Folders):
                           "views": [], "tmp": "/tmp"})
         self.layers: list[str] = spec["layers"]  # in-sandbox folders, lowest first
         self.shm_bytes: int = spec["shm_bytes"]
+        self.volumes: list[dict] = spec.get("volumes", [])  # scratch mounts: a folder, or a tmpfs of `size`
         self.overlay = True
 
     def build(self) -> None:
@@ -46,6 +47,12 @@ class ImageFolders(fsops.Folders):
         native.mount("tmpfs", f"{ROOT}/dev/shm", "tmpfs", native.MS_NOSUID | native.MS_NODEV,
                      f"size={self.shm_bytes},mode=1777")
         self.mounted += [f"{ROOT}/proc", f"{ROOT}/proc/sys", f"{ROOT}/dev", f"{ROOT}/dev/shm"]
+        for vol in self.volumes:  # made (no link followed) before any command runs; sized ones on a tmpfs
+            os.close(fsops._open_dirs(ROOT, vol["dest"].lstrip("/"), vol["dest"]))
+            if vol.get("size"):
+                native.mount("tmpfs", ROOT + vol["dest"], "tmpfs", native.MS_NOSUID | native.MS_NODEV,
+                             f"size={vol['size']},mode=0755")
+                self.mounted.append(ROOT + vol["dest"])
         try:
             text = self.read("/etc/hosts", 1 << 16).decode(errors="replace")
         except OSError:  # missing (or a link, left alone)

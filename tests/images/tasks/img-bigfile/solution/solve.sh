@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+head -c 734003200 /dev/zero > /srv/big.bin

@@ -1,0 +1,51 @@
+"""Task folders in the Harbor layout whose environment/Dockerfile gives their episodes a root filesystem (the
+terminal suite's images=on): for each, the oracle scores 1 and doing nothing scores 0, and `temper envqa`'s
+checks say ok. Each exercises what the host-filesystem sandbox could not do: a server the oracle starts in the
+background that the verifier reaches on 127.0.0.1, apt-get install at agent time, useradd + chown, the image's
+ENV PATH and WORKDIR, a 700 MiB file under memory_mb = 512, a worker that keeps writing after its command."""
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from temper.envqa import EnvQAConfig, run_envqa
+from temper.envs import parse_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+TASKS = Path(__file__).parent / "tasks"
+NAMES = sorted(p.name for p in TASKS.iterdir() if (p / "task.toml").is_file())
+
+
+@pytest.fixture(scope="module")
+def suite():
+    if not (shutil.which("podman") and shutil.which("mmdebstrap")):  # scripts/setup.sh --with-images
+        pytest.fail("podman and mmdebstrap are needed: bash scripts/setup.sh --with-images", pytrace=False)
+    s = parse_spec(f"terminal:path={TASKS}")
+    s.tasks()  # builds the images (once; kept by content)
+    return s
+
+
+def test_each_image_task_scores_its_oracle_1_and_a_no_op_0(suite):
+    tasks = {t.payload["name"]: t for t in suite.tasks()}
+    assert sorted(tasks) == NAMES and len(NAMES) == 6
+    assert all("image" in t.payload and "dockerfile_ignored" not in t.payload for t in tasks.values())
+
+    async def both(task):
+        return await suite.run_oracle(task), await suite.run_noop(task)
+
+    for name, task in tasks.items():
+        oracle, noop = asyncio.run(both(task))
+        assert oracle.ok and oracle.value == 1.0, (name, oracle.info.get("test_output"), oracle.info.get("error"))
+        assert noop.ok and noop.value == 0.0, (name, noop.info)
+
+
+def test_envqa_says_ok_for_every_image_task(suite, tmp_path):
+    cfg = EnvQAConfig.from_recipe(dict(suite=f"terminal:path={TASKS}", policy=False, oracle_runs=1, concurrency=2,
+                                       out=str(tmp_path / "qa")))
+    report = asyncio.run(run_envqa(cfg))
+    verdicts = {Path(t["path"]).name: t["verdicts"] for t in report["tasks"]}
+    assert verdicts == {name: ["ok"] for name in NAMES}
+    for t in report["tasks"]:
+        assert t["oracle"]["passes"] == 1 and t["trivial"] is False and t["hackable"] is False
