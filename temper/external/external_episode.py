@@ -68,7 +68,8 @@ async def run_external_episode(client: GenerationClient, tokenizer: ChatTokenize
 def _program_env(url: str, key: str, instruction: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TEMPER_"))}
     return {**keep, "OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": key, "TEMPER_INSTRUCTION": instruction,
-            "TEMPER_EXEC_URL": f"{url}/exec", "TEMPER_FILES_URL": f"{url}/files"}
+            "TEMPER_EXEC_URL": f"{url}/exec", "TEMPER_FILES_URL": f"{url}/files",
+            "TEMPER_SHELL_URL": f"{url}/shell"}
 
 
 async def _score(env: Environment, state: EpisodeState, program: ProgramResult,

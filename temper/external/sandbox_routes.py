@@ -1,9 +1,11 @@
 """The episode endpoint's sandbox routes: `POST /exec {"command", "timeout"}` -> {"exit_code", "stdout",
 "stderr", "limit"} (bash -c, in /app), `POST /files/read {"path"}` -> {"content"}, `POST /files/write {"path",
-"content"}` -> {"ok": true}. A command's timeout ends by the episode's end (the sandbox kills it then),
-and a call whose program has gone is interrupted (the sandbox kills its command) and waited for before the
-verifier (the episode's info says `exec_interrupted`). Each action is kept for the episode's record; a sandbox
-that crashes under a call ends the episode's use of it (503 from then on)."""
+"content"}` -> {"ok": true}, `POST /shell {"keys", "wait"}` -> {"output", "started", "alive"} (the sandbox's
+one interactive shell: its directory, variables and background jobs persist between calls). A command's timeout
+ends by the episode's end (the sandbox kills it then), and a call whose program has gone is interrupted (the
+sandbox kills its command) and waited for before the verifier (the episode's info says `exec_interrupted`).
+Each action is kept for the episode's record; a sandbox that crashes under a call ends the episode's use of it
+(503 from then on)."""
 
 import json
 import time
@@ -22,6 +24,11 @@ from temper.serve.schemas import Lenient
 class ExecRequest(Lenient):
     command: str = Field(min_length=1)
     timeout: float = Field(60.0, gt=0, le=600)
+
+
+class ShellRequest(Lenient):
+    keys: str = ""
+    wait: float = Field(2.0, ge=0, le=600)
 
 
 class FileRequest(Lenient):
@@ -46,6 +53,20 @@ def add_sandbox_routes(app: FastAPI, st: Any) -> None:
         st.actions.append(ToolRecord("exec", {"command": body.command}, json.dumps(out)[:2000], r.exit_code != 0,
                                      time.monotonic() - t))
         return out
+
+    @app.post("/shell")
+    async def shell(body: ShellRequest) -> Any:
+        sb = _sandbox(st)
+        t = time.monotonic()
+        try:
+            out = await tracked_call(st.pending, sb.shell, body.keys,
+                                     wait_s=command_timeout(body.wait, None, st.deadline))
+        except Exception as exc:
+            if is_sandbox_crash(exc):
+                raise _failure(st, exc) from None
+            raise ApiError(400, f"keys: the shell is unavailable: {exc}", "keys") from None
+        st.actions.append(ToolRecord("shell", {"keys": body.keys}, out.text[-2000:], False, time.monotonic() - t))
+        return {"output": out.text, "started": out.started, "alive": out.alive}
 
     @app.post("/files/read")
     async def read(body: FileRequest) -> Any:

@@ -1,5 +1,6 @@
 """What a command run in a sandbox returns."""
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,3 +45,20 @@ class FileList(list[FileEntry]):
     def __init__(self, entries: list[FileEntry], truncated: bool = False):
         super().__init__(entries)
         self.truncated = truncated
+
+
+_ESCAPES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+
+
+@dataclass(frozen=True)
+class ShellOutput:
+    """What the sandbox's interactive shell printed since the last call (`Sandbox.shell`)."""
+
+    raw: bytes  # as the terminal gave it (escape sequences, carriage returns)
+    started: bool  # this call started the shell (the first, or the last one had exited)
+    alive: bool  # the shell is still running
+
+    @property
+    def text(self) -> str:
+        """The output as text: terminal escape sequences and carriage returns removed."""
+        return _ESCAPES.sub(b"", self.raw).replace(b"\r\n", b"\n").replace(b"\r", b"").decode(errors="replace")

@@ -21,7 +21,7 @@ from temper.sandbox.audit import AuditLog, sha256
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed
 from temper.sandbox.host import SupervisorHandle
-from temper.sandbox.result import ExecResult, FileEntry, FileList
+from temper.sandbox.result import ExecResult, FileEntry, FileList, ShellOutput
 
 SHELL = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
 KEEP: Any = object()  # reset(template=KEEP): keep the current template
@@ -125,6 +125,27 @@ class Sandbox:
                     stdout_bytes=len(r.stdout), stdout_sha256=sha256(r.stdout), stderr_bytes=len(r.stderr),
                     stderr_sha256=sha256(r.stderr), truncated=r.stdout_truncated or r.stderr_truncated)
         return r
+
+    def shell(self, keys: str = "", *, wait_s: float = 2.0, quiet_s: float = 0.3, max_bytes: int = 64 << 10,
+              user: str | None = None) -> ShellOutput:
+        """Type `keys` into the sandbox's one interactive shell (started on first use, on a terminal of its own;
+        "\n" presses Enter, "\x03" is Ctrl-C) and return what it printed since the last call, once quiet for
+        `quiet_s` or after `wait_s`. Its working folder, variables and background jobs persist between calls
+        until a reset. bwrap and image sandboxes only."""
+        with self._lock:
+            sup = self._live()
+            bash = self._shell.endswith("bash")
+            req: dict[str, Any] = {
+                "op": "shell", "keys": keys, "wait_s": wait_s, "quiet_s": quiet_s, "max_bytes": max_bytes,
+                "argv": [self._shell, "--noprofile", "--norc", "-i"] if bash else [self._shell, "-i"],
+                "env": {**sup.plan.init["env"], "TERM": "dumb", "PS1": "$ "}, "cwd": sup.plan.workdir}
+            if self.config.image is not None:
+                req["user"] = user if user is not None else self.config.image.user
+            meta, raw = sup.call(req, timeout=wait_s + 15)
+        out = ShellOutput(raw, bool(meta["started"]), bool(meta["alive"]))
+        self._audit("shell", keys_bytes=len(keys), keys_sha256=sha256(keys.encode()), output_bytes=len(raw),
+                    output_sha256=sha256(raw), started=out.started, alive=out.alive)
+        return out
 
     def interrupt(self) -> bool:
         """Kill the command `exec` is running now, from another thread (it returns with limit "interrupted");

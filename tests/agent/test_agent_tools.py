@@ -75,6 +75,12 @@ def test_builtin_tools_in_the_sandbox() -> None:
                 assert type(exc).__name__ == "ToolError"
             else:
                 raise AssertionError("path escape was allowed")
+            # the interactive shell: one session, its directory, variables and jobs persist; Ctrl-C interrupts
+            await BUILTIN["shell"](ctx, {"keys": "cd sub && export Y=7\n"})
+            assert "/app/sub\n7\n" in await BUILTIN["shell"](ctx, {"keys": "pwd; echo $Y\n"})
+            await BUILTIN["shell"](ctx, {"keys": "sleep 30\n", "wait": 0.3})
+            assert "^C" in await BUILTIN["shell"](ctx, {"keys": "C-c"})
+            assert "back\n" in await BUILTIN["shell"](ctx, {"keys": "echo back\n"})
             await BUILTIN["submit"](ctx, {"answer": "17"})
             assert ctx.state["submitted"] == "17"
 

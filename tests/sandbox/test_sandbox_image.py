@@ -20,7 +20,7 @@ BASE = 1_000_000
 # Docker's and Podman's default capabilities for root: chown dac_override fowner fsetid kill setgid setuid setpcap
 # net_bind_service net_raw sys_chroot mknod audit_write setfcap
 CONTAINER_CAPS = (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31)
-TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln", "kill")
+TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln", "kill", "grep")
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +152,19 @@ def test_root_inside_has_a_runtimes_default_capabilities_and_no_way_out(image_cf
         assert sb.exec("ln -s /proc/1/root/etc /app/escape").exit_code == 0
         with pytest.raises(SandboxError, match="symlinks are not followed"):  # the supervisor follows no link
             sb.write_file("/app/escape/x", "x")
+
+
+def test_the_interactive_shell_keeps_its_state_until_reset(image_cfg):
+    with Sandbox(image_cfg) as sb:
+        first = sb.shell("cd /tmp && X=5 && echo ready\n")
+        assert first.started and first.alive and "ready\n" in first.text
+        nxt = sb.shell("pwd; echo $X; id -u\n")
+        assert not nxt.started and "/tmp\n5\n0\n" in nxt.text  # the same shell, as the image's root
+        assert sb.shell("sleep 100\n", wait_s=0.3).text.startswith("sleep 100")
+        assert "^C" in sb.shell("\x03", wait_s=1).text and "after\n" in sb.shell("echo after\n").text
+        gone = sb.shell("exit\n")
+        assert not gone.alive and sb.shell("pwd\n").started  # a new one, in the WORKDIR again
+        sb.shell("Z=9; sleep 300 &\n")
+        sb.reset()
+        again = sb.shell("echo ${Z:-unset}; cat /proc/*/comm | grep -c sleep\n")
+        assert again.started and "unset\n0\n" in again.text

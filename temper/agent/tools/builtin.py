@@ -88,6 +88,29 @@ async def python(ctx: ToolContext, code: str, timeout: float = 60) -> str:
 
 
 @tool
+async def shell(ctx: ToolContext, keys: str = "", wait: float = 2.0) -> str:
+    """Type into the sandbox's interactive shell and return what it printed since your last call. The shell is
+    one session for the whole task: its working directory, variables and background jobs persist between calls.
+
+    Args:
+        keys: what to type; end a command with a newline to run it; C-c alone interrupts the running command;
+            empty: only read what was printed meanwhile
+        wait: seconds to wait for output (it returns earlier once the output stops)
+    """
+    typed = "\x03" if keys.strip() == "C-c" else keys
+    wait = command_timeout(wait, ctx.timeout_s, ctx.deadline)
+    try:
+        out = await tracked_call(ctx.pending, ctx.sandbox.shell, typed, wait_s=wait)
+    except ToolError:
+        raise
+    except Exception as exc:
+        _reraise_crash(exc)
+        raise ToolError(f"the shell is unavailable: {exc}") from None
+    text = out.text if len(out.text) <= 16000 else "(earlier output cut)\n" + out.text[-16000:]
+    return text + ("" if out.alive else "\n(the shell exited; the next call starts a new one)")
+
+
+@tool
 async def read_file(ctx: ToolContext, path: str) -> str:
     """Read a text file from the sandbox.
 
@@ -180,4 +203,5 @@ def _reraise_crash(exc: Exception) -> None:
         raise exc
 
 
-BUILTIN: dict[str, Tool] = {t.name: t for t in (bash, python, read_file, write_file, list_files, calculator, submit)}
+BUILTIN: dict[str, Tool] = {t.name: t for t in (bash, shell, python, read_file, write_file, list_files, calculator,
+                                                 submit)}

@@ -63,6 +63,8 @@ class TerminalEnv(SandboxEnv):
     background = BACKGROUND
 
     def __init__(self, task: Task, folder: TaskFolder, pool: Any = None, image: ImageRoot | None = None):
+        if image is not None:  # a container's session too: one shell whose jobs and state persist
+            self.tools = ("bash", "shell", "python", "read_file", "write_file", "list_files", "submit")
         if image is None:
             sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
                                wall_time_s=folder.agent_timeout_s)

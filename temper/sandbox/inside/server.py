@@ -5,8 +5,10 @@ stdin/stdout. It forks one child per command, so a command in a warm sandbox cos
 and an exec. It never runs agent code itself; every child is limited and filtered.
 """
 
+import errno
 import os
 import resource
+import select
 import signal
 import time
 
@@ -33,6 +35,7 @@ class SupervisorServer:
         self.folders = imageroot.ImageFolders(init["folders"]) if image else fsops.Folders(init["folders"])
         self.template_fd: int | None = None
         self.dirty = False  # an exec failed before killing what it started
+        self.sh: tuple[int, int] | None = None  # the interactive shell: (pid, its terminal's master fd)
         self.mqueue = False  # /dev/mqueue mounted: POSIX queues to remove at reset
         # The sandbox's SysV objects in a shared (host) IPC namespace: those of its dedicated uid only.
         self.ipc_owner: int | None = os.getuid() if init["kill"] == "uid" else None
@@ -97,6 +100,9 @@ class SupervisorServer:
             return {"entries": entries, "truncated": truncated}, b""
         if op == "reset":
             start = time.monotonic()
+            if self.sh is not None:  # the shell goes with the rest
+                os.close(self.sh[1])
+                self.sh = None
             if self.init["mode"] == "image":  # everything the commands left runs on until now
                 self._kill_everything()
             elif self.dirty:  # every exec kills what it started; only an exec that failed midway has not
@@ -111,9 +117,34 @@ class SupervisorServer:
         if op == "copy_in":
             self.copy_in(req["key"], req["dest"], req.get("read_only", False))
             return {"ok": True}, b""
+        if op == "shell":
+            return self.shell(req)
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}, b""
         raise ValueError(f"unknown op {op!r}")
+
+    def shell(self, req: dict) -> tuple[dict, bytes]:
+        """The sandbox's one interactive shell (started on first use, on a terminal of its own): type `keys`
+        into it (Ctrl-C is "\x03"), then return what it printed since the last call, once it has been quiet
+        for `quiet_s` or `wait_s` has passed."""
+        if self.jail.spawner is None:
+            raise OSError(errno.ENOTSUP, "no shell sessions in this isolation mode (bwrap or image only)")
+        started = False
+        if self.sh is None or not _running(self.sh[0]):
+            if self.sh is not None:
+                os.close(self.sh[1])
+            pid, fd = self.jail.spawner.pty(req["argv"], req["env"], req["cwd"], req.get("user"))
+            os.set_blocking(fd, False)
+            self.sh, started = (pid, fd), True
+        pid, fd = self.sh
+        data = req.get("keys", "").encode()
+        while data:
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                select.select([], [fd], [], 1.0)
+        out, alive = _read_terminal(fd, req["wait_s"], req["quiet_s"], req["max_bytes"])
+        return {"ok": True, "pid": pid, "started": started, "alive": alive and _running(pid)}, out
 
     def exec(self, req: dict, stdin: bytes) -> tuple[dict, bytes]:
         self.dirty = True
@@ -154,6 +185,41 @@ class SupervisorServer:
         src = f"/proc/self/fd/{self.template_fd}/{key}" if self.init["mode"] == "bwrap" else (
             f"{self.init['template_root']}/{key}")
         self.folders.copy_in(src, dest, read_only)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read_terminal(fd: int, wait_s: float, quiet_s: float, limit: int) -> tuple[bytes, bool]:
+    """What the terminal has to say: read until quiet for `quiet_s` after some output, or `wait_s` in all
+    (at most `limit` bytes: the rest stays for the next call). False when the shell's side has closed."""
+    out = bytearray()
+    end = time.monotonic() + wait_s
+    quiet_until = None
+    while len(out) < limit:
+        now = time.monotonic()
+        deadline = end if quiet_until is None else min(end, quiet_until)
+        if now >= deadline:
+            break
+        ready, _, _ = select.select([fd], [], [], deadline - now)
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, min(65536, limit - len(out)))
+        except BlockingIOError:
+            continue
+        except OSError:  # EIO: every holder of the terminal's other side is gone
+            return bytes(out), False
+        if not chunk:
+            return bytes(out), False
+        out += chunk
+        quiet_until = time.monotonic() + quiet_s
+    return bytes(out), True
 
 
 def _write(path: str, text: str) -> None:

@@ -8,11 +8,13 @@ set per command with prlimit). It is also the subreaper of every command, and ki
 what they leave. A command may kill it (same uid): the supervisor then starts another.
 """
 
+import fcntl
 import json
 import os
 import resource
 import signal
 import socket
+import termios
 
 import imageroot
 import native
@@ -85,6 +87,20 @@ class Spawner:
             return None
         return self._ask(msg, fds)
 
+    def pty(self, argv: list, env: dict, cwd: str, user: str | None) -> tuple[int, int]:
+        """Start a shell on a new pseudo-terminal: (its pid, the terminal's master fd, ours to read and write)."""
+        if self.sock is None:
+            self.start()
+        assert self.sock is not None
+        socket.send_fds(self.sock, [json.dumps({"op": "pty", "argv": argv, "env": env, "cwd": cwd,
+                                                "user": user}).encode()], [])
+        self.sock.settimeout(30.0)
+        data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 1)
+        reply = json.loads(data) if data else {"error": "the spawner died"}
+        if "error" in reply:
+            raise OSError(0, f"cannot start a shell: {reply['error']}")
+        return reply["pid"], fds[0]
+
     def cleanup(self) -> bool:
         """Kill and reap every process the commands left; False when the helper is gone."""
         return self._ask({"op": "cleanup"}) is not None
@@ -137,6 +153,15 @@ def _serve(sock: socket.socket, jail: object) -> None:
             _sweep(jail.kill)
             sock.send(b"{}")
             continue
+        if msg["op"] == "pty":  # a shell on a terminal of its own, left running: the supervisor keeps its master
+            try:
+                pid, master = _pty_shell(msg, image)
+            except (OSError, KeyError) as exc:
+                sock.send(json.dumps({"error": str(exc).strip('"')}).encode())
+                continue
+            socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [master])
+            os.close(master)
+            continue
         try:
             if image:
                 pid = _fork_exec(msg, fds)
@@ -179,6 +204,36 @@ def _sweep(mode: str) -> None:
         except ProcessLookupError:
             pass
         proc.reap_all()
+
+
+def _pty_shell(msg: dict, image: bool) -> tuple[int, int]:
+    """A login-less interactive shell whose controlling terminal is a new pseudo-terminal; (pid, master)."""
+    ids = _ids(msg.get("user") or "") if image else None
+    env = dict(msg["env"])
+    if ids is not None and "HOME" not in env:
+        env["HOME"] = ids[3]
+    master, slave = os.openpty()
+    pid = os.fork()
+    if pid:
+        os.close(slave)
+        return pid, master
+    try:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        for sig in RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        for i in range(3):
+            os.dup2(slave, i)
+        os.closerange(3, 1 << 16)
+        if ids is not None:
+            os.setgroups(ids[2])
+            os.setgid(ids[1])
+            os.setuid(ids[0])
+        os.chdir(msg["cwd"])
+        os.execvpe(msg["argv"][0], msg["argv"], env)
+    except BaseException as exc:
+        os.write(2, f"temper-sandbox: cannot start the shell: {exc}\n".encode(errors="replace"))
+    os._exit(126)
 
 
 def _reap_orphans() -> None:
