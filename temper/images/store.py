@@ -27,7 +27,7 @@ from pathlib import Path
 from temper import firsttime
 from temper.errors import TemperError
 from temper.images import bases, dockerfile, layers, oci
-from temper.images.builder import Tool, choose
+from temper.images.builder import ImageBuildError, Tool, choose
 from temper.images.config import BaseImage, ImagesConfig
 
 log = logging.getLogger("temper.images")
@@ -154,13 +154,25 @@ class ImageStore:
                 rewritten.write_text("".join(lines))
                 ref = f"localhost/temper-task/{_slug(folder.name)}:{key}"
                 t0 = time.monotonic()
-                self.tool.build(rewritten, env_dir, ref, instructions, where,
-                                timeout_s or self.cfg.build_timeout_s, on_line)
+                try:
+                    self.tool.build(rewritten, env_dir, ref, instructions, where,
+                                    timeout_s or self.cfg.build_timeout_s, on_line)
+                except ImageBuildError as exc:
+                    self._log_build(key, folder, "failed", time.monotonic() - t0, str(exc))
+                    raise
                 build_s = time.monotonic() - t0
+                self._log_build(key, folder, "built", build_s, "")
                 self.tool.save(ref, Path(tmp) / "saved")
                 saved = oci.read_saved(Path(tmp) / "saved", where)
             return self._record(saved, key, folder.name, "dockerfile",
                                 {n: bases.describe(b) for n, (_, (_, b)) in subs.items()}, build_s)
+
+    def _log_build(self, key: str, folder: Path, outcome: str, seconds: float, error: str) -> None:
+        """builds.jsonl in the store: every build, who ran it, what it built from and how it ended."""
+        entry = {"time": time.time(), "key": key, "task": str(folder), "tool": self.tool.name, "outcome": outcome,
+                 "seconds": round(seconds, 2), "uid": os.getuid(), "pid": os.getpid(), "error": error}
+        with open(self._dir(".") / "builds.jsonl", "a") as f:
+            f.write(json.dumps(entry) + "\n")
 
     def load(self, archive: Path) -> Image:
         """An image from a `docker save` / `podman save` archive (Docker or OCI format, plain or gzip)."""

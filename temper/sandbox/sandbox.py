@@ -47,9 +47,11 @@ class Sandbox:
         key = self._stage(self.template)
         self._sup = SupervisorHandle(self.config, self.mode, self.id, key)
         self.template_key = key
+        image = self.config.image
         self._audit("create", mode=self.mode, template=str(self.template) if self.template else None,
                     template_key=key, limits=self.config.limits.model_dump(), cgroups=self.cgroup_controllers,
-                    start_ms=round(self._sup.started_s * 1e3, 2))
+                    start_ms=round(self._sup.started_s * 1e3, 2),
+                    **({"image_layers": [p.name for p in image.layers], "image_user": image.user} if image else {}))
 
     def _stage(self, template: Path | None) -> str | None:
         if template is None:

@@ -2,6 +2,7 @@
 apt and pip steps (offline: a local .deb and a local wheel), ENV and WORKDIR kept, every layer unpacked once;
 an unchanged task is not rebuilt, and a failing step is one error naming the task folder and the line."""
 
+import json
 import logging
 import shutil
 import subprocess
@@ -103,6 +104,8 @@ def test_a_failing_step_names_the_task_folder_the_line_and_the_output(store, tmp
         store.build_task(folder)
     msg = str(err.value)
     assert msg.startswith("task folder broken-step: building Dockerfile line 4 (RUN echo about to fail")
+    last = json.loads((store.root / "builds.jsonl").read_text().splitlines()[-1])
+    assert (last["outcome"], Path(last["task"]).name) == ("failed", "broken-step") and "line 4" in last["error"]
     assert "about to fail" in msg.split("):", 1)[1] and "\n" not in msg
 
 
