@@ -56,11 +56,13 @@ class SandboxProvider:
 
     async def acquire(self, template: Path | None = None, limits: Limits | None = None,
                       image: ImageRoot | None = None) -> Sandbox:
-        """`image`: a sandbox on that image's root filesystem (fresh, with the task's limits: the pool's
-        sandboxes run on the host's), the episode mounts being folders of the image (/logs a tmpfs)."""
+        """`image`: a sandbox on that image's root filesystem with the task's limits, from the pool's warm pool for
+        that image (else fresh); the episode mounts are folders of the image (/logs a tmpfs)."""
         if self.pool is not None and image is None:
             return await call(self.pool.acquire, template)
-        cfg = self.pool.config if self.pool is not None and isinstance(self.pool, SandboxPool) else self.config
+        if image is not None and isinstance(self.pool, SandboxPool):  # warm, from the image's own pool
+            return await call(self.pool.image_pool(image, limits).acquire)
+        cfg = self.config
         update: dict[str, Any] = {} if limits is None else {"limits": limits}
         if image is not None:
             update.update(image=image, workspace=None, mounts=[m for m in cfg.mounts if m.src is None])
@@ -68,7 +70,10 @@ class SandboxProvider:
                           template=None if image is not None else template)
 
     async def release(self, sb: Sandbox) -> None:
-        if self.pool is not None and sb.config.image is None:
+        image = sb.config.image
+        if image is not None and isinstance(self.pool, SandboxPool):
+            await call(self.pool.image_pool(image, sb.config.limits).release, sb)
+        elif self.pool is not None and image is None:
             await call(self.pool.release, sb)
         else:
             await call(sb.close)

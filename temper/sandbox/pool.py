@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from temper.sandbox.audit import AuditLog
-from temper.sandbox.config import SandboxConfig
+from temper.sandbox.config import ImageRoot, Limits, SandboxConfig
 from temper.sandbox.errors import SandboxError
 from temper.sandbox.sandbox import KEEP, Sandbox
 
@@ -37,6 +37,7 @@ class SandboxPool:
         self._closed = False
         self._cond = threading.Condition()
         self.stats = {"warm": 0, "cold": 0, "started": 0, "failed": 0}
+        self._children: dict[str, SandboxPool] = {}  # warm pools of image sandboxes, one per image and limits
         self._thread = threading.Thread(target=self._refill, name="sandbox-pool", daemon=True)
         self._thread.start()
 
@@ -67,6 +68,21 @@ class SandboxPool:
         if (Path(wanted) if wanted is not None else None) != sb.template:
             sb.reset(template=wanted)
         return sb
+
+    def image_pool(self, image: ImageRoot, limits: Limits | None = None) -> "SandboxPool":
+        """A warm pool of sandboxes on `image` (with `limits`, default this pool's), of this pool's size, kept
+        and closed with this pool: an image's sandboxes cannot be re-pointed at another image by a reset."""
+        update: dict = {"image": image, "workspace": None, "mounts": [m for m in self.config.mounts if m.src is None]}
+        if limits is not None:
+            update["limits"] = limits
+        cfg = self.config.model_copy(update=update)
+        key = cfg.model_dump_json()
+        with self._cond:
+            if self._closed:
+                raise SandboxError("the sandbox pool is closed")
+            if key not in self._children:
+                self._children[key] = SandboxPool(cfg, self.audit)
+            return self._children[key]
 
     def release(self, sb: Sandbox) -> None:
         """Give a sandbox back: the pool resets it in the background before anyone else gets it."""
@@ -102,10 +118,13 @@ class SandboxPool:
             victims = list(self._idle) + list(self._dirty)
             self._idle.clear()
             self._dirty.clear()
+            children, self._children = list(self._children.values()), {}
             self._cond.notify_all()
         self._thread.join(timeout=30)
         for sb in victims:
             sb.close()
+        for child in children:
+            child.close()
 
     def __enter__(self) -> "SandboxPool":
         return self

@@ -168,3 +168,22 @@ def test_the_interactive_shell_keeps_its_state_until_reset(image_cfg):
         sb.reset()
         again = sb.shell("echo ${Z:-unset}; cat /proc/*/comm | grep -c sleep\n")
         assert again.started and "unset\n0\n" in again.text
+
+
+def test_a_pool_keeps_warm_sandboxes_per_image_and_hands_them_back_clean(image_cfg):
+    from temper.sandbox import SandboxPool
+
+    with SandboxPool(image_cfg.model_copy(update={"image": None, "pool_size": 1})) as host_pool:
+        pool = host_pool.image_pool(image_cfg.image)
+        assert host_pool.image_pool(image_cfg.image) is pool  # one per image and limits
+        assert pool.wait_ready(30)
+        sb = pool.acquire()
+        assert sb.warm and sb.mode == "image"
+        sb.exec("echo dirty > /root/left; sleep 300 &")
+        pool.release(sb)
+        assert pool.wait_ready(30)
+        again = pool.acquire()
+        r = again.exec("cat /root/left; cat /proc/*/comm")
+        assert again.warm and b"No such file" in r.stderr and b"sleep" not in r.stdout
+        pool.release(again)
+    assert pool._closed  # closed with its parent
