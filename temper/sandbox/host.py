@@ -9,7 +9,6 @@ import json
 import os
 import queue
 import select
-import shutil
 import subprocess
 import threading
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from temper.logs import log_tail
-from temper.sandbox import bwrap, cgroups, direct, layout, seccomp, uids
+from temper.sandbox import bwrap, cgroups, direct, layout, seccomp, uids, volume
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed, SandboxError
 from temper.sandbox.inside import wire
@@ -72,7 +71,8 @@ class SupervisorHandle:
         self.broken_by_agent = False  # set when a call found the supervisor broken by the sandbox's contents
         self._lease: uids.UidLease | None = None
         self._folder: tuple[Path, bool] | None = None
-        self._upper: Path | None = None  # image mode: the writable layer's folder on the host's disk
+        self._upper: Path | None = None  # image mode: the writable layer's folder (on its own filesystem)
+        self._volume: volume.Volume | None = None
         self._stop_lock = threading.Lock()
         self._cancel_w = -1  # the write end of the supervisor's interrupt pipe
         self._seq = 0  # exec requests sent so far; `running`: the sequence number of the one in flight
@@ -93,7 +93,9 @@ class SupervisorHandle:
         if self.mode == "image":
             info_r, info_w = os.pipe()
             block_r, block_w = os.pipe()
-            self._upper = image_upper(cfg, self.id)
+            self._volume = volume.attach(layout.state_dir(cfg), self.id, cfg.limits.disk_mb << 20,
+                                         cfg.image.uid_base)
+            self._upper = self._volume.mount
             argv, plan = bwrap.plan_image(cfg, info_w, block_r, self._upper)
             bpf = seccomp.build_filter(False, image=True)
             argv, kw = bwrap.as_uid(cfg.image.uid_base, argv)
@@ -190,9 +192,9 @@ class SupervisorHandle:
             lease.release()
         if folder is not None:
             direct.remove_folder(*folder)
-        upper, self._upper = self._upper, None
-        if upper is not None:
-            shutil.rmtree(upper, ignore_errors=True)
+        vol, self._volume = self._volume, None
+        if vol is not None:
+            volume.detach(vol)
         with contextlib.suppress(OSError):
             self._log_path().unlink()
 
@@ -269,17 +271,6 @@ class SupervisorHandle:
 
     def _log_tail(self) -> str:
         return (log_tail(self._log_path(), 1) or [""])[-1]
-
-
-def image_upper(cfg: SandboxConfig, sandbox_id: str) -> Path:
-    """A new, empty folder on the host's disk for an image sandbox's writable layer, owned by its root."""
-    assert cfg.image is not None
-    parent = layout.state_dir(cfg) / "uppers"
-    parent.mkdir(mode=0o711, exist_ok=True)
-    folder = parent / sandbox_id
-    folder.mkdir(mode=0o700)
-    os.chown(folder, cfg.image.uid_base, cfg.image.uid_base)
-    return folder
 
 
 def _read_info(fd: int) -> int | None:

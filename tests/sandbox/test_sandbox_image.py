@@ -20,7 +20,8 @@ BASE = 1_000_000
 # Docker's and Podman's default capabilities for root: chown dac_override fowner fsetid kill setgid setuid setpcap
 # net_bind_service net_raw sys_chroot mknod audit_write setfcap
 CONTAINER_CAPS = (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31)
-TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln", "kill", "grep")
+TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln", "kill",
+         "grep")
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +188,16 @@ def test_a_pool_keeps_warm_sandboxes_per_image_and_hands_them_back_clean(image_c
         assert again.warm and b"No such file" in r.stderr and b"sleep" not in r.stdout
         pool.release(again)
     assert pool._closed  # closed with its parent
+
+
+def test_the_writable_layer_is_bounded_on_disk_by_disk_mb(image_cfg):
+    cfg = image_cfg.model_copy(update={"limits": image_cfg.limits.model_copy(update={"disk_mb": 32,
+                                                                                    "file_size_mb": 256})})
+    with Sandbox(cfg) as sb:
+        r = sb.exec("head -c 50000000 /dev/zero > /tmp/big; echo $?; stat -c %s /tmp/big")
+        assert r.stdout.splitlines()[0] != b"0" and b"No space left on device" in r.stderr
+        assert int(r.stdout.splitlines()[1]) <= 32 << 20 and r.limit == "disk"
+        assert sb.exec("rm /tmp/big && head -c 1000000 /dev/zero > /tmp/small").exit_code == 0  # room again
+        upper = sb._live()._upper
+        assert os.stat(upper).st_dev != os.stat(upper.parent).st_dev  # a filesystem of its own, on disk
+    assert not upper.exists() and not upper.with_suffix(".img").exists()  # gone with the sandbox
