@@ -141,7 +141,9 @@ def test_root_inside_has_a_runtimes_default_capabilities_and_no_way_out(image_cf
         status = sb.exec("cat /proc/self/status").stdout.decode()
         bnd = int(next(line for line in status.splitlines() if line.startswith("CapBnd")).split()[1], 16)
         assert bnd == sum(1 << c for c in CONTAINER_CAPS)
-        assert sb.exec("ls /.temper").exit_code != 0  # the supervisor's view is not there
+        assert sb.exec("ls /.temper").exit_code != 0  # the supervisor's view is not there...
+        for peek in ("ls /proc/1/root/", "cat /proc/1/environ", "ls /proc/$PPID/root/"):  # ...nor through /proc
+            assert b"Permission denied" in sb.exec(peek).stderr, peek
         assert sb.exec("kill -9 1; sleep 0.1; echo alive").stdout == b"alive\n"
         assert sb.exec("true").exit_code == 0  # pid 1, the supervisor, ignored it
         sb.exec("kill -9 $PPID")  # the spawner that started it: the next command starts from a new one...
