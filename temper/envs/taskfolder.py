@@ -54,6 +54,7 @@ class TaskFolder:
     memory_mb: int = 1024
     storage_mb: int = 1024
     has_dockerfile: bool = False
+    allow_internet: bool = False  # [environment] allow_internet, as the operator's TaskMaxima.internet allows
     setup_script: str | None = None
     oracle: str = ""
     test_script: str = ""  # tests/test.sh, as loaded: the verifier runs this text, not the sandbox's copy
@@ -234,6 +235,7 @@ def load_task_folder(path: Path | str, maxima: TaskMaxima | None = None) -> Task
         memory_mb=int(_num(env, "memory_mb", f"{where}: environment", 1024, most, "memory_mb")),
         storage_mb=int(_num(env, "storage_mb", f"{where}: environment", 1024, most, "storage_mb")),
         has_dockerfile="environment/Dockerfile" in kinds,
+        allow_internet=_flag(env, "allow_internet", f"{where}: environment") and most.internet,
         oracle=_text(folder, "solution/solve.sh"),
         test_script=_text(folder, "tests/test.sh"),
         digest=_digest(folder, entries),
@@ -248,6 +250,13 @@ def load_task_folder(path: Path | str, maxima: TaskMaxima | None = None) -> Task
             except UnicodeDecodeError:
                 continue
     return tf
+
+
+def _flag(table: dict[str, Any], key: str, where: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise TaskFolderError(f"{where}.{key} must be true or false, not {value!r}")
+    return value
 
 
 def find_task_folders(root: Path | str) -> list[Path]:

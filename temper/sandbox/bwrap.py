@@ -119,7 +119,8 @@ def plan_image(cfg: SandboxConfig, info_fd: int, block_fd: int, upper: Path) -> 
     init.update(template_root=TEMPLATES, env=env,
                 folders={"mode": "image", "rw_root": RW, "disk_bytes": cfg.limits.disk_mb << 20, "layers": layers,
                          "shm_bytes": min(64 << 20, cfg.limits.disk_mb << 20),
-                         "volumes": [{"dest": m.dest, "size": m.size_mb and m.size_mb << 20} for m in cfg.mounts]})
+                         "volumes": [{"dest": m.dest, "size": m.size_mb and m.size_mb << 20} for m in cfg.mounts],
+                         "dns": "10.0.2.3" if img.network == "egress" else None})
     return a, Plan("image", img.workdir or "/", {}, init)
 
 

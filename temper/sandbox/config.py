@@ -80,6 +80,8 @@ class TaskMaxima(ConfigModel):
     verifier_timeout_s: float = Field(1800.0, gt=0, description="The verifier's time a task may ask for.")
     folder_mb: int = Field(256, ge=1, description="Largest task folder (all its files) the loader accepts.")
     absurd_factor: float = Field(1000.0, ge=1, description="A request above this many times its maximum is refused.")
+    internet: bool = Field(True, description="Whether a task's allow_internet = true is granted (image tasks: "
+                           "egress through the host's network); false: every task gets loopback only.")
 
 
 class ImageRoot(ConfigModel):
@@ -91,6 +93,9 @@ class ImageRoot(ConfigModel):
     workdir: str = "/"
     user: str = ""
     uid_base: int = Field(1_000_000, ge=65536)
+    network: Literal["loopback", "egress"] = Field(
+        "loopback", description="loopback: the sandbox's own only; egress: also out through the host's network "
+        "(slirp4netns; never the host's loopback), for a task that asks for the internet.")
 
 
 class SandboxConfig(ConfigModel):

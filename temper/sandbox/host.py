@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from temper.logs import log_tail
-from temper.sandbox import bwrap, cgroups, direct, layout, seccomp, uids, volume
+from temper.sandbox import bwrap, cgroups, direct, egress, layout, seccomp, uids, volume
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed, SandboxError
 from temper.sandbox.inside import wire
@@ -73,6 +73,7 @@ class SupervisorHandle:
         self._folder: tuple[Path, bool] | None = None
         self._upper: Path | None = None  # image mode: the writable layer's folder (on its own filesystem)
         self._volume: volume.Volume | None = None
+        self._egress: subprocess.Popen | None = None  # image mode with network egress: its slirp4netns
         self._stop_lock = threading.Lock()
         self._cancel_w = -1  # the write end of the supervisor's interrupt pipe
         self._seq = 0  # exec requests sent so far; `running`: the sequence number of the one in flight
@@ -144,6 +145,8 @@ class SupervisorHandle:
             finally:
                 os.write(block_w, b"1")
                 os.close(block_w)
+            if cfg.image.network == "egress":
+                self._egress = egress.start(pid, self.id)
         if version is not None:
             lim = cfg.limits
             disk_in_ram = 0 if self.mode == "image" else lim.disk_mb  # an image's writable layer is on disk
@@ -192,6 +195,9 @@ class SupervisorHandle:
             lease.release()
         if folder is not None:
             direct.remove_folder(*folder)
+        slirp, self._egress = self._egress, None
+        if slirp is not None:
+            egress.stop(slirp)
         vol, self._volume = self._volume, None
         if vol is not None:
             volume.detach(vol)

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -203,3 +204,59 @@ def test_the_writable_layer_is_bounded_on_disk_by_disk_mb(image_cfg):
         upper = sb._live()._upper
         assert os.stat(upper).st_dev != os.stat(upper.parent).st_dev  # a filesystem of its own, on disk
     assert not upper.exists() and not upper.with_suffix(".img").exists()  # gone with the sandbox
+
+
+@pytest.fixture
+def test_host():
+    """A host of the test's own: a network namespace behind a veth pair, serving one line on 10.213.7.2:8089."""
+    tag = f"{os.getpid() % 100000}"
+    ns, outer, inner = f"temper-th-{tag}", f"tth{tag}a", f"tth{tag}b"
+    ip = shutil.which("ip")
+    assert ip, "iproute2 (ip) is needed"
+
+    def run(*args: str) -> None:
+        subprocess.run([ip, *args], check=True, capture_output=True)
+
+    run("netns", "add", ns)
+    server = None
+    try:
+        run("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns)
+        run("addr", "add", "10.213.7.1/30", "dev", outer)
+        run("link", "set", outer, "up")
+        run("-n", ns, "addr", "add", "10.213.7.2/30", "dev", inner)
+        run("-n", ns, "link", "set", inner, "up")
+        code = ("import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                "s.bind(('10.213.7.2', 8089)); s.listen()\nwhile True:\n c, _ = s.accept(); "
+                "c.sendall(b'hello from the test host\\n'); c.close()")
+        server = subprocess.Popen([ip, "netns", "exec", ns, sys.executable, "-c", code])
+        time.sleep(0.5)
+        yield "10.213.7.2"
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run([ip, "netns", "del", ns], capture_output=True)  # takes the veth pair with it
+
+
+@pytest.mark.e2e
+def test_egress_reaches_a_host_beyond_the_machine_but_never_its_loopback(image_cfg, test_host):
+    local = socket.socket()
+    local.bind(("127.0.0.1", 0))
+    local.listen()
+    port = local.getsockname()[1]
+    reach = f"exec 3<>/dev/tcp/{test_host}/8089 && cat <&3"
+    try:
+        with Sandbox(image_cfg) as closed:  # loopback only: no route out
+            assert closed.exec(reach, timeout=10).exit_code != 0
+        egress = image_cfg.model_copy(update={"image": image_cfg.image.model_copy(update={"network": "egress"})})
+        with Sandbox(egress) as sb:
+            r = sb.exec(reach, timeout=10)
+            assert r.stdout == b"hello from the test host\n", r.stderr
+            assert sb.exec("cat /etc/resolv.conf").stdout == b"nameserver 10.0.2.3\n"
+            for host in ("127.0.0.1", "10.0.2.2"):  # its own loopback; the gateway, which is not the host's
+                assert sb.exec(f"echo x > /dev/tcp/{host}/{port}", timeout=10).exit_code != 0, host
+            slirp = sb._live()._egress
+            assert slirp is not None and slirp.poll() is None
+        assert slirp.poll() is not None  # stopped with the sandbox
+    finally:
+        local.close()

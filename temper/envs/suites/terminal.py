@@ -261,7 +261,10 @@ class TerminalSuite(ListSuite):
         tf = self.folders.get(task.payload["path"])
         if tf is None or most != TaskMaxima():
             tf = load_task_folder(task.payload["path"], most)
-        return TerminalEnv(task, tf, provider, self.images.get(task.payload["path"]))
+        image = self.images.get(task.payload["path"])
+        if image is not None and tf.allow_internet:  # egress through the host's network, never its loopback
+            image = image.model_copy(update={"network": "egress"})
+        return TerminalEnv(task, tf, provider, image)
 
 
 register_suite("terminal")(TerminalSuite)

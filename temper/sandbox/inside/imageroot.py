@@ -28,6 +28,7 @@ class ImageFolders(fsops.Folders):
         self.layers: list[str] = spec["layers"]  # in-sandbox folders, lowest first
         self.shm_bytes: int = spec["shm_bytes"]
         self.volumes: list[dict] = spec.get("volumes", [])  # scratch mounts: a folder, or a tmpfs of `size`
+        self.dns: str | None = spec.get("dns")  # egress: the forwarder /etc/resolv.conf names
         self.overlay = True
 
     def build(self) -> None:
@@ -62,6 +63,12 @@ class ImageFolders(fsops.Folders):
                 self.write("/etc/hosts", HOSTS.encode(), 0o644)
             except OSError:
                 pass
+        if self.dns:  # the network's own resolver (a link there, e.g. to systemd's, is replaced: never followed)
+            try:  # noqa: SIM105 - contextlib would cost start-up time here
+                os.unlink(f"{ROOT}/etc/resolv.conf")
+            except (FileNotFoundError, IsADirectoryError):
+                pass
+            self.write("/etc/resolv.conf", f"nameserver {self.dns}\n".encode(), 0o644)
 
     def reset(self, template: str | None, new_lower: bool) -> None:
         self.sealed.clear()
