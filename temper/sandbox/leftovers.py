@@ -1,7 +1,8 @@
 """What a crashed run leaves in a sandbox state folder, found and removed by the next run or `temper doctor`.
 
-A sandbox's per-run state is an idmapped view of the templates (`views/<id>`, bwrap with a leased uid)
-or its own folder (`sb/<id>`, Landlock and `none` modes; a tmpfs as root). Each records its owner
+A sandbox's per-run state is an idmapped view of the templates (`views/<id>`, bwrap with a leased uid),
+its own folder (`sb/<id>`, Landlock and `none` modes; a tmpfs as root) or an image sandbox's writable layer
+(`uppers/<id>`, a loop-mounted filesystem, with its file `uppers/<id>.img`). Each records its owner
 before it is made (temper/firsttime.py `write_owner`), so state whose owner is gone is a leftover:
 unmounted and removed. Interrupted copies (`.tmp-*` beside templates/ and inside/ whose build lock no
 one holds) go too. State with no owner recorded (an older temper's) is left to `temper doctor`.
@@ -16,6 +17,7 @@ from temper.sandbox import idmap
 
 log = logging.getLogger(__name__)
 COPY = "interrupted copy"
+UPPER = "image sandbox's writable layer"
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Leftover:
 def find(state: Path, unrecorded: bool = True) -> list[Leftover]:
     """The leftovers under `state`; `unrecorded=False` skips state that records no owner."""
     found: list[Leftover] = []
-    for sub, what in (("views", "idmapped view"), ("sb", "sandbox folder")):
+    for sub, what in (("views", "idmapped view"), ("sb", "sandbox folder"), ("uppers", UPPER)):
         folder = state / sub
         entries = list(folder.iterdir()) if folder.is_dir() else []
         # its folders, and the records of any never made (killed between the record and the mkdir)
@@ -56,9 +58,11 @@ def find(state: Path, unrecorded: bool = True) -> list[Leftover]:
 
 def remove(leftover: Leftover) -> None:
     if leftover.what != COPY:
-        idmap.unmount_view(leftover.path)  # a view, or a tmpfs sandbox folder (detached, busy or not)
+        idmap.unmount_view(leftover.path)  # a view, a tmpfs sandbox folder or a layer's volume (detached, busy or not)
     firsttime.remove(leftover.path)
     firsttime.drop_owner(leftover.path)
+    if leftover.what == UPPER:  # its filesystem's file (volume.py)
+        leftover.path.with_name(leftover.path.name + ".img").unlink(missing_ok=True)
 
 
 def sweep(state: Path) -> list[Leftover]:

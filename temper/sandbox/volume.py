@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from temper.firsttime import build_once
+from temper.firsttime import build_once, drop_owner, write_owner
 
 log = logging.getLogger("temper.sandbox")
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -51,6 +51,7 @@ def attach(state: Path, name: str, size_bytes: int, owner: int) -> Volume:
     parent = state / "uppers"
     parent.mkdir(mode=0o711, exist_ok=True)
     mount = parent / name
+    write_owner(mount)  # first: a layer whose owner is gone is a crashed run's (leftovers.py)
     mount.mkdir(mode=0o700)
     why = _unavailable()
     if why:
@@ -80,6 +81,7 @@ def detach(vol: Volume) -> None:
         _libc.umount2(str(vol.mount).encode(), _MNT_DETACH)  # the loop device frees itself (autoclear)
         vol.image.unlink(missing_ok=True)
     shutil.rmtree(vol.mount, ignore_errors=True)
+    drop_owner(vol.mount)
 
 
 def _unavailable() -> str:

@@ -260,3 +260,22 @@ def test_egress_reaches_a_host_beyond_the_machine_but_never_its_loopback(image_c
         assert slirp.poll() is not None  # stopped with the sandbox
     finally:
         local.close()
+
+
+def test_a_crashed_runs_writable_layer_is_swept_by_the_next(image_cfg, tmp_path):
+    from temper.sandbox import leftovers
+
+    code = ("import sys, time\nfrom temper.sandbox import Sandbox, SandboxConfig\n"
+            f"sb = Sandbox(SandboxConfig.model_validate_json({image_cfg.model_dump_json()!r}))\n"
+            "print(sb._live()._upper, flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        upper = Path(proc.stdout.readline().strip())
+        assert os.path.ismount(upper) and upper.with_name(upper.name + ".img").exists()
+    finally:
+        proc.kill()  # no cleanup runs
+        proc.wait()
+    assert os.path.ismount(upper)  # left behind
+    swept = leftovers.sweep(image_cfg.state_dir)
+    assert [s.path for s in swept] == [upper] and swept[0].what == leftovers.UPPER
+    assert not upper.exists() and not upper.with_name(upper.name + ".img").exists()
