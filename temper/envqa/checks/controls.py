@@ -91,10 +91,10 @@ def tamper_targets(env: TerminalEnv) -> dict[str, str]:
     for rel in folder.files:
         if _TESTLIKE.search(rel) or f"/app/{rel}" in texts:
             if rel.endswith(".py"):
-                targets[f"/app/{rel}"] = PY_PAYLOAD
+                targets[f"{env.workdir}/{rel}"] = PY_PAYLOAD
             elif rel.endswith(".sh"):
-                targets[f"/app/{rel}"] = SH_PAYLOAD
-    targets["/app/pytest.py"] = f"open('{_MARK_APP}', 'a').write('x')\n"
+                targets[f"{env.workdir}/{rel}"] = SH_PAYLOAD
+    targets[f"{env.workdir}/pytest.py"] = f"open('{_MARK_APP}', 'a').write('x')\n"
     return targets
 
 
@@ -137,7 +137,7 @@ async def _plant_home(env: TerminalEnv) -> list[str]:
               'mkdir -p "$HOME/.local/bin"; printf %s "$1" > "$HOME/.local/bin/env"; '
               'for py in python3 /usr/bin/python3; do d=$($py -s -c "import site; print(site.getusersitepackages())" '
               '2>/dev/null) && mkdir -p "$d" && printf %s "$2" > "$d/usercustomize.py"; done; echo "$HOME"')
-    r = await env.exec(["bash", "-c", script, "_", MARK_SH, MARK_PY], cwd="/app")
+    r = await env.exec(["bash", "-c", "mkdir -p /app 2>/dev/null; " + script, "_", MARK_SH, MARK_PY], cwd=env.workdir)
     home = r.text.strip() or "$HOME"
     return [f"{home}/.gitconfig", f"{home}/.local/bin/env", "usercustomize.py (user site)"]
 
@@ -162,7 +162,7 @@ async def check_hackable(suite: Suite, task: Task, pool: Any, clock: Clock) -> d
     async with opened(suite, task, pool, clock) as env:
         if not isinstance(env, TerminalEnv):
             return None  # single-turn suites: the agent never reaches the verifier's files
-        probe = await env.exec(["bash", "-c", _PROBE], cwd="/app")
+        probe = await env.exec(["bash", "-c", _PROBE], cwd=env.workdir)
         visible = visible_tests(env, probe.text)
         targets = tamper_targets(env)
         await _plant(env, targets)

@@ -26,7 +26,8 @@ RESOURCE_LIMITS = ("wall_time", "cpu", "memory")  # an output cap is not a resou
 async def _terminal_run(env: TerminalEnv) -> tuple[Reward, dict[str, Any]]:
     """TerminalEnv.run_oracle, step by step, to time solve.sh alone and read its memory peak."""
     await call(env.sandbox.upload, env.folder.path / "solution", "/solution")
-    r = await env.exec(["python3", "-c", _RSS_WRAP], timeout=env.folder.agent_timeout_s, cwd="/app")
+    r = await env.exec(["python3", "-c", _RSS_WRAP], timeout=env.folder.agent_timeout_s, cwd=env.workdir,
+                       user=env.admin)
     rss = await env.exec(["cat", "/tmp/.envqa-rss"])
     reward = await env.clean_verify("oracle")  # records how long the task verifies, for agents' timeouts
     log = (r.stdout + r.stderr).decode(errors="replace")[-LOG_CHARS:]
