@@ -90,6 +90,6 @@ fi
 # The sandbox Python (temper/sandbox): a read-only Python with pytest that sandboxes mount.
 bash scripts/setup_sandbox_python.sh
 if [ "$WITH_VLLM" = 1 ]; then bash scripts/setup_vllm.sh; fi
-# The base the image tests build on (cached under $TEMPER_HOME/images: a rerun finds it).
+# The base the image tests build on (cached in the image store, /var/cache/temper/images as root: a rerun finds it).
 if [ "$WITH_IMAGES" = 1 ]; then .venv/bin/temper image base python:3.13-slim-bookworm; fi
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

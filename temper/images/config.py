@@ -7,6 +7,7 @@ from Debian's archive. A name that no pattern matches is pulled by the build too
 registry answers) or found among the images it already holds.
 """
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -42,9 +43,15 @@ DEFAULT_BASES: dict[str, BaseImage] = {
 }
 
 
+def default_store() -> Path:
+    """As root (image sandboxes need it), a folder every uid may traverse; else $TEMPER_HOME/images."""
+    return Path("/var/cache/temper/images") if os.geteuid() == 0 else temper_home() / "images"
+
+
 class ImagesConfig(ConfigModel):
-    store: Path = Field(default_factory=lambda: temper_home() / "images",
-                        description="Built images, unpacked layers and the build tool's own storage.")
+    store: Path = Field(default_factory=lambda: default_store(),
+                        description="Built images, unpacked layers and the build tool's own storage; its layers must "
+                                    "be readable by uid_base (root's home is not): /var/cache/temper/images as root.")
     builder: Builder = Field("auto", description="auto: docker where its daemon answers, else podman.")
     bases: dict[str, BaseImage] = Field(
         default_factory=dict, description="FROM name patterns (fnmatch, on the name without registry and library/ "

@@ -93,7 +93,10 @@ class ImageStore:
 
     def _dir(self, name: str) -> Path:
         d = self.root / name
-        d.mkdir(parents=True, exist_ok=True, mode=0o755)
+        if not d.is_dir():
+            d.mkdir(parents=True, exist_ok=True, mode=0o755)
+            for p in (self.root, d):  # the layers are read by sandboxes' uids: every folder on the way traversable
+                p.chmod(0o755)
         return d
 
     def layer_dir(self, diff_id: str) -> Path:
@@ -164,8 +167,8 @@ class ImageStore:
                 self._log_build(key, folder, "built", build_s, "")
                 self.tool.save(ref, Path(tmp) / "saved")
                 saved = oci.read_saved(Path(tmp) / "saved", where)
-            return self._record(saved, key, folder.name, "dockerfile",
-                                {n: bases.describe(b) for n, (_, (_, b)) in subs.items()}, build_s)
+                return self._record(saved, key, folder.name, "dockerfile",
+                                    {n: bases.describe(b) for n, (_, (_, b)) in subs.items()}, build_s)
 
     def _log_build(self, key: str, folder: Path, outcome: str, seconds: float, error: str) -> None:
         """builds.jsonl in the store: every build, who ran it, what it built from and how it ended."""

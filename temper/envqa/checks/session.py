@@ -29,7 +29,7 @@ async def opened(suite: Suite, task: Task, pool: Any, clock: Clock) -> AsyncIter
     t0 = time.perf_counter()
     if isinstance(env, SandboxEnv) and env.sandboxed:
         # Acquire here rather than in reset() so start-up is timed apart from the task's setup.
-        env.sandbox = await env.provider.acquire(env.template, env.sandbox_limits)
+        env.sandbox = await env.provider.acquire(env.template, env.sandbox_limits, env.image)
         t1 = time.perf_counter()
         clock.startup_s += t1 - t0
         t0 = t1

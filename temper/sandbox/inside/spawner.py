@@ -230,10 +230,26 @@ def _pty_shell(msg: dict, image: bool) -> tuple[int, int]:
             os.setgid(ids[1])
             os.setuid(ids[0])
         os.chdir(msg["cwd"])
-        os.execvpe(msg["argv"][0], msg["argv"], env)
+        _execvpe(msg["argv"], env)
     except BaseException as exc:
         os.write(2, f"temper-sandbox: cannot start the shell: {exc}\n".encode(errors="replace"))
     os._exit(126)
+
+
+def _execvpe(argv: list, env: dict) -> None:
+    """os.execvpe without its lazy `import warnings`: in an image no module can be loaded after the pivot."""
+    name = argv[0]
+    if "/" in name:
+        os.execve(name, argv, env)
+    err: OSError = FileNotFoundError(2, "command not found", name)
+    for d in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+        try:
+            os.execve(os.path.join(d or ".", name), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # e.g. EACCES: remember it, as execvp does, and go on looking
+            err = exc
+    raise err
 
 
 def _reap_orphans() -> None:
@@ -265,7 +281,7 @@ def _fork_exec(msg: dict, fds: list) -> int:
         os.setgid(gid)
         os.setuid(uid)
         os.chdir(msg["cwd"])
-        os.execvpe(msg["argv"][0], msg["argv"], env)
+        _execvpe(msg["argv"], env)
     except BaseException as exc:
         os.write(2, f"temper-sandbox: cannot run {msg['argv'][0]}: {exc}\n".encode(errors="replace"))
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
