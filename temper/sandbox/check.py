@@ -6,10 +6,11 @@ the mode `isolation` resolves to, not from guesses about the host.
 
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 
-from temper.sandbox import bwrap, cgroups, layout, modes, seccomp, uids
+from temper.sandbox import bwrap, cgroups, layout, modes, seccomp, uids, volume
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import SandboxError
 from temper.sandbox.inside import native
@@ -71,6 +72,7 @@ def check(cfg: SandboxConfig) -> list[Feature]:
     has_pytest = py is not None and (py / "bin" / "pytest").exists()
     out.append(Feature("python env", has_pytest, f"{py} (python3, pytest)" if has_pytest else
                        "no sandbox Python with pytest (run scripts/setup.sh); system python3 only"))
+    out.extend(_image_features(b_ok))
     try:
         mode = modes.resolve(cfg)
     except SandboxError as exc:
@@ -79,6 +81,21 @@ def check(cfg: SandboxConfig) -> list[Feature]:
     out.append(Feature("isolation", mode != "none", _describe(mode)))
     out.extend(_live(cfg, mode))
     return out
+
+
+def _image_features(bwrap_ok: bool) -> list[Feature]:
+    """What image sandboxes (SandboxConfig.image, task folders with a Dockerfile) would have here."""
+    root = os.geteuid() == 0
+    why = volume.unavailable()
+    slirp = shutil.which("slirp4netns")
+    return [
+        Feature("image sandboxes", bwrap_ok and root, "root in a user namespace of 65,536 ids the host maps" if
+                bwrap_ok and root else "need bwrap and root on the host"),
+        Feature("image disk limit", not why, "each writable layer an ext4 filesystem of disk_mb on a loop device"
+                if not why else f"writable layers unbounded on the host's disk ({why})"),
+        Feature("image egress", slirp is not None, f"slirp4netns ({slirp}), never the host's loopback" if slirp
+                else "slirp4netns not found: tasks that ask for the internet cannot start"),
+    ]
 
 
 def _describe(mode: str) -> str:

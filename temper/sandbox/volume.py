@@ -53,7 +53,7 @@ def attach(state: Path, name: str, size_bytes: int, owner: int) -> Volume:
     mount = parent / name
     write_owner(mount)  # first: a layer whose owner is gone is a crashed run's (leftovers.py)
     mount.mkdir(mode=0o700)
-    why = _unavailable()
+    why = unavailable()
     if why:
         if why not in _said:
             _said.add(why)
@@ -84,7 +84,7 @@ def detach(vol: Volume) -> None:
     drop_owner(vol.mount)
 
 
-def _unavailable() -> str:
+def unavailable() -> str:
     if os.geteuid() != 0:
         return "not root"
     if not shutil.which("mkfs.ext4"):

@@ -279,3 +279,12 @@ def test_a_crashed_runs_writable_layer_is_swept_by_the_next(image_cfg, tmp_path)
     swept = leftovers.sweep(image_cfg.state_dir)
     assert [s.path for s in swept] == [upper] and swept[0].what == leftovers.UPPER
     assert not upper.exists() and not upper.with_name(upper.name + ".img").exists()
+
+
+def test_sandbox_check_says_what_image_sandboxes_have_here(image_cfg):
+    from temper.sandbox.check import check
+
+    feats = {f.name: f for f in check(image_cfg.model_copy(update={"image": None}))}
+    assert feats["image sandboxes"].ok and "65,536" in feats["image sandboxes"].detail
+    assert feats["image disk limit"].ok and "loop device" in feats["image disk limit"].detail
+    assert feats["image egress"].ok == (shutil.which("slirp4netns") is not None)
