@@ -111,7 +111,7 @@ def image_figures(work: Path, cfg: SandboxConfig, n: int) -> dict[str, object]:
         cold.append((time.perf_counter() - t) * 1e3)
     ref = f"localhost/temper-task/greet:{image.key}"
     podman = [*store.tool.argv0, "run", "--rm", "--runtime", "runc", "--network", "none",
-              "--ulimit", "nofile=1024:1024", ref, "true"]
+              "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", ref, "true"]
     subprocess.run(podman, check=True, capture_output=True)  # the first run sets its storage up
     pod = []
     for _ in range(15):

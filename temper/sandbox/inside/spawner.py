@@ -236,6 +236,17 @@ def _pty_shell(msg: dict, image: bool) -> tuple[int, int]:
     os._exit(126)
 
 
+def _which(name: str, env: dict) -> str:
+    """The program `name` on the image's PATH (a FileNotFoundError, exit 127, if it is on none of it)."""
+    if "/" in name:
+        return name
+    for d in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+        path = os.path.join(d or ".", name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    raise FileNotFoundError(2, "command not found", name)
+
+
 def _execvpe(argv: list, env: dict) -> None:
     """os.execvpe without its lazy `import warnings`: in an image no module can be loaded after the pivot."""
     name = argv[0]
@@ -263,10 +274,15 @@ def _reap_orphans() -> None:
 
 
 def _fork_exec(msg: dict, fds: list) -> int:
-    """An image's command: forked (posix_spawn cannot change users), as the image's USER (or the request's),
-    in its WORKDIR, found on its PATH inside the image."""
+    """An image's command, as the image's USER (or the request's), in its WORKDIR, found on its PATH inside the
+    image: by posix_spawn as root (as we are), else forked to change users first (posix_spawn cannot)."""
     uid, gid, groups, home = _ids(msg.get("user") or "")
     env = msg["env"] if "HOME" in msg["env"] else {**msg["env"], "HOME": home}
+    if (uid, gid) == (0, 0) and set(groups) <= {0}:
+        os.chdir(msg["cwd"])
+        actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(fds)]
+        return os.posix_spawn(_which(msg["argv"][0], env), msg["argv"], env, file_actions=actions, setsid=True,
+                              setsigdef=RESET_SIGNALS)
     pid = os.fork()
     if pid:
         return pid
