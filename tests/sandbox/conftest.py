@@ -6,15 +6,20 @@ checking that the same sandbox, reset, still runs a command (`healthy`).
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from temper.images import layers
 from temper.sandbox import Limits, Mount, Sandbox, SandboxConfig
 
 MODES = ["bwrap", "landlock"]
+IMAGE_UID_BASE = 1_000_000
+IMAGE_TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln",
+               "kill", "grep", "seq", "yes", "nohup", "setsid", "ps", "cp", "chmod")
 
 if os.geteuid() != 0:  # sandboxes need a dedicated uid; CI and the dev machines run as root
     pytest.skip("the sandbox tests need root (to start sandboxes as a dedicated uid)", allow_module_level=True)
@@ -58,6 +63,54 @@ def suid_dir(public_tmp: Path) -> Path:
     os.chown(target, 0, 0)
     target.chmod(0o4755)
     return d
+
+
+@pytest.fixture(scope="session")
+def image_layers(public_tmp: Path) -> list[Path]:
+    """A small image made of the host's own files (fast, offline): a base layer with bash, coreutils and the
+    host's python3 with its standard library (merged /usr), then an app layer with /app/README, the template's
+    hello.txt and a whiteout that deletes /etc/group. tests/images runs a Debian image built by podman."""
+    root = public_tmp / "mini-rootfs"
+    for d in ("usr/bin", "etc", "app", "tmp", "root", "home/agent"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        (root / link).symlink_to(target)
+    python = Path("/usr/bin/python3").resolve()  # the system's, not the test run's (a venv's may live anywhere)
+    ask = "import sysconfig; print(sysconfig.get_paths()['stdlib'])"
+    stdlib = Path(subprocess.run([python, "-c", ask], capture_output=True, text=True, check=True).stdout.strip())
+    binaries = [Path(shutil.which(t) or t) for t in IMAGE_TOOLS] + [python]
+    for exe in binaries:
+        shutil.copy(exe.resolve(), root / "usr/bin" / exe.name)
+    (root / "usr/bin/python3").symlink_to(python.name)
+    shutil.copytree(stdlib, root / str(stdlib)[1:], symlinks=True,
+                    ignore=shutil.ignore_patterns("test", "tests", "idlelib", "tkinter", "ensurepip", "__pycache__",
+                                                  "site-packages", "dist-packages"))
+    for obj in [*binaries, *(stdlib / "lib-dynload").glob("*.so")]:  # and every library they load
+        for lib in subprocess.run(["ldd", str(obj)], capture_output=True, text=True).stdout.split():
+            if lib.startswith("/") and Path(lib).exists():
+                dest = root / ("usr" + lib if not lib.startswith("/usr/") else lib[1:])
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if not dest.exists():
+                    shutil.copy(Path(lib).resolve(), dest)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/bash\n")
+    (root / "etc/group").write_text("root:x:0:\nagent:x:1000:\n")
+    base_tar, app_tar = public_tmp / "base.tar", public_tmp / "app.tar"
+    subprocess.run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(base_tar), "."], check=True)
+    app = public_tmp / "app-src"
+    (app / "app").mkdir(parents=True)
+    (app / "app/README").write_text("from the app layer\n")
+    (app / "app/hello.txt").write_text("hello from the template\n")  # what healthy() reads, as in the template
+    (app / "etc").mkdir()
+    (app / "etc/.wh.group").write_text("")  # the app layer deletes /etc/group
+    subprocess.run(["tar", "--numeric-owner", "-C", str(app), "-cf", str(app_tar), "."], check=True)
+    out = []
+    for i, tar in enumerate((base_tar, app_tar)):
+        dest = public_tmp / f"layer{i}"
+        with open(tar, "rb") as f:
+            layers.unpack(f, dest, IMAGE_UID_BASE)
+        out.append(dest)
+    shutil.rmtree(root)
+    return out
 
 
 def make_config(mode: str, state_dir: Path, template: Path | None, run_dir: Path, **kw: object) -> SandboxConfig:

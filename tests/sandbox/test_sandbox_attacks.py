@@ -1,27 +1,53 @@
-"""The attack set, against both isolation modes: each is contained, the host is unaffected,
-and the sandbox works again after a reset."""
+"""The attack set, against every isolation mode (bwrap, Landlock, and an image sandbox, root inside its own
+user namespace): each is contained, the host is unaffected, and the sandbox works again after a reset.
+Where an image sandbox differs by design (a writable root filesystem, processes that outlive their command
+until reset, a root of its own behind no_new_privs), the test says what holds instead."""
 
 import os
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import healthy, resident, sandbox_pids
+from conftest import IMAGE_UID_BASE, MODES, healthy, make_config, resident, sandbox_pids, tight_limits
 
-from temper.sandbox import PathEscapeError, Sandbox
+from temper.sandbox import ImageRoot, Mount, PathEscapeError, Sandbox, SandboxConfig, SandboxError
+
+
+@pytest.fixture(scope="module", params=[*MODES, "image"])
+def sbx(request: pytest.FixtureRequest, state_dir: Path, template: Path, suid_dir: Path, image_layers: list[Path],
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    run_dir = tmp_path_factory.mktemp(f"run-{request.param}")
+    if request.param == "image":  # the image holds the template's hello.txt in its WORKDIR, and no host folder
+        cfg = SandboxConfig(image=ImageRoot(layers=image_layers, workdir="/app", uid_base=IMAGE_UID_BASE,
+                                            env={"PATH": "/usr/bin:/bin"}),
+                            state_dir=state_dir, run_dir=run_dir, limits=tight_limits(),
+                            mounts=[Mount(dest="/logs", writable=True)])
+    else:
+        cfg = make_config(request.param, state_dir, template, run_dir,
+                          mounts=[Mount(dest="/opt/suid", src=suid_dir), Mount(dest="/logs", writable=True)])
+    sb = Sandbox(cfg)
+    assert sb.mode == request.param
+    yield sb
+    sb.close()
 
 
 @pytest.mark.timeout(60)
 def test_fork_bomb_is_contained(sbx: Sandbox) -> None:
     r = sbx.exec(":(){ :|:& };:", timeout=5)  # the shell's classic: contained (it may not reach the limit)
     assert r.limit in (None, "processes"), r
+    if sbx.mode == "image":  # its forks run on, as in a container, within the process limit, until reset
+        assert len(sandbox_pids(sbx)) <= resident(sbx) + sbx.config.limits.processes
+        sbx.reset()
     assert len(sandbox_pids(sbx)) == resident(sbx)
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     r = sbx.exec(["python3", "-c", bomb], timeout=2)  # forks until the wall clock: hits the process limit
     assert r.limit == "processes", r
+    if sbx.mode == "image":
+        sbx.reset()
     assert subprocess.run(["/bin/true"]).returncode == 0  # the host can still fork
     healthy(sbx)
 
@@ -131,7 +157,13 @@ def test_writes_outside_the_workspace_fail(sbx: Sandbox, public_tmp: Path) -> No
     target = public_tmp / "planted-by-sandbox"
     paths = f"/usr/x /etc/x /x {target} {Path.home()}/x /opt/suid/x"
     r = sbx.exec(f"for p in {paths}; do touch $p && echo wrote $p; done; true")
-    assert b"wrote" not in r.stdout, r
+    if sbx.mode == "image":  # its root filesystem is its own to write: every write lands in its writable layer
+        assert b"wrote /usr/x" in r.stdout and b"wrote /x" in r.stdout, r
+        assert not Path("/usr/x").exists() and not Path("/x").exists() and not Path("/etc/x").exists()
+        sbx.reset()
+        assert sbx.exec("ls /usr/x").exit_code != 0  # and a reset empties it
+    else:
+        assert b"wrote" not in r.stdout, r
     assert not target.exists() and not (Path.home() / "x").exists()
     healthy(sbx)
 
@@ -141,18 +173,25 @@ def test_file_api_refuses_traversal_and_symlinks(sbx: Sandbox, public_tmp: Path)
     secret = public_tmp / "api-secret.txt"
     secret.write_text("API-SECRET")
     secret.chmod(0o644)
-    for bad in ("../etc/passwd", "a/../../x", "/etc/passwd", "/usr/bin/env"):
+    image = sbx.mode == "image"
+    escapes = ("../etc/passwd", "a/../../x") + (() if image else ("/etc/passwd", "/usr/bin/env"))
+    for bad in escapes:
         with pytest.raises(PathEscapeError):
             sbx.read_file(bad)
         with pytest.raises(PathEscapeError):
             sbx.write_file(bad, "x")
+    if image:  # an absolute path is the image's file, never the host's
+        assert sbx.read_file("/etc/passwd") == sbx.exec("cat /etc/passwd").stdout != Path("/etc/passwd").read_bytes()
     r = sbx.exec(f"ln -s /etc/passwd passwd-link && ln -s / rootlink && ln -s {secret} secret-link && ln -s .. up")
     assert r.exit_code == 0, r
-    for link in ("passwd-link", "secret-link", "rootlink/etc/passwd", "up/etc/passwd"):
-        with pytest.raises(PathEscapeError):
+    refused = SandboxError if image else PathEscapeError  # image: the kernel refuses (ELOOP, EXDEV) instead
+    if image:  # a relative link that stays in the image resolves in it, as for any command run as root there
+        assert sbx.read_file("up/etc/passwd") == sbx.read_file("/etc/passwd")
+    for link in ("passwd-link", "secret-link", "rootlink/etc/passwd", *(() if image else ("up/etc/passwd",))):
+        with pytest.raises(refused):
             sbx.read_file(link)
-    for link in ("passwd-link", "secret-link", "rootlink/tmp/x", "up/x"):
-        with pytest.raises(PathEscapeError):
+    for link in ("passwd-link", "secret-link", "rootlink/tmp/x", *(() if image else ("up/x",))):
+        with pytest.raises(refused):
             sbx.write_file(link, "overwritten")
     assert secret.read_text() == "API-SECRET"
     healthy(sbx)
@@ -171,6 +210,8 @@ def test_processes_outside_cannot_be_killed_or_traced(sbx: Sandbox) -> None:
         time.sleep(0.1)
         assert victim.poll() is None  # still running
         assert sbx.alive
+        if sbx.mode == "image":  # root inside killed what it could, the spawner too: the next command has a new one
+            assert sbx.exec("echo back").stdout == b"back\n"
     finally:
         victim.kill()
         victim.wait()
@@ -182,6 +223,9 @@ def test_background_processes_are_gone_when_exec_returns(sbx: Sandbox) -> None:
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(300)\n"
     r = sbx.exec(f"nohup sleep 301 >/dev/null 2>&1 & setsid sleep 302 & python3 -c '{code}'; echo started")
     assert r.exit_code == 0 and r.stdout == b"started\n", r
+    if sbx.mode == "image":  # a container's processes run on until the episode ends: here, until reset...
+        assert len(sandbox_pids(sbx)) == resident(sbx) + 3  # ...in the sandbox's cgroup, however they detached
+        sbx.reset()
     assert len(sandbox_pids(sbx)) == resident(sbx)  # only the supervisor (and its spawner)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 301" not in ps and "sleep 302" not in ps
@@ -190,9 +234,19 @@ def test_background_processes_are_gone_when_exec_returns(sbx: Sandbox) -> None:
 
 @pytest.mark.timeout(60)
 def test_setuid_binaries_do_not_raise_privileges(sbx: Sandbox) -> None:
-    suid = sbx.path("/opt/suid/id")  # in Landlock mode, mounts stay at their host paths
-    r = sbx.exec(f"ls -l {suid}; {suid} -u; {suid} -ru")
-    lines = r.stdout.decode().split("\n")
-    assert "rws" in lines[0], r  # it is a setuid binary...
-    assert lines[1] == lines[2] != "0", r  # ...that does not change who runs
+    if sbx.mode == "image":  # a setuid-root binary the image's root made: its user stays who it is (no_new_privs)
+        assert sbx.exec("cp /usr/bin/id /usr/bin/suid-id && chmod 4755 /usr/bin/suid-id").exit_code == 0
+        r = sbx.exec("ls -l /usr/bin/suid-id; /usr/bin/suid-id -u; /usr/bin/suid-id -ru; sleep 5 & echo $!",
+                     user="agent")
+        lines = r.stdout.decode().split("\n")
+        assert "rws" in lines[0] and lines[1] == lines[2] == "1000", r
+        host_uids = {os.stat(f"/proc/{pid}").st_uid for pid in sandbox_pids(sbx)}  # who they all are outside:
+        assert IMAGE_UID_BASE + 1000 in host_uids and min(host_uids) >= IMAGE_UID_BASE, host_uids  # no one
+        sbx.reset()
+    else:
+        suid = sbx.path("/opt/suid/id")  # in Landlock mode, mounts stay at their host paths
+        r = sbx.exec(f"ls -l {suid}; {suid} -u; {suid} -ru")
+        lines = r.stdout.decode().split("\n")
+        assert "rws" in lines[0], r  # it is a setuid binary...
+        assert lines[1] == lines[2] != "0", r  # ...that does not change who runs
     healthy(sbx)

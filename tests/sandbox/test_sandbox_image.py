@@ -13,58 +13,18 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import IMAGE_UID_BASE
 
-from temper.images import layers
 from temper.sandbox import ImageRoot, Sandbox, SandboxConfig, SandboxError
 
-BASE = 1_000_000
 # Docker's and Podman's default capabilities for root: chown dac_override fowner fsetid kill setgid setuid setpcap
 # net_bind_service net_raw sys_chroot mknod audit_write setfcap
 CONTAINER_CAPS = (0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31)
-TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln", "kill",
-         "grep")
-
-
-@pytest.fixture(scope="module")
-def image_layers(public_tmp: Path) -> list[Path]:
-    """Two layers: the host's bash and coreutils with their libraries (merged /usr), then an app layer."""
-    root = public_tmp / "mini-rootfs"
-    for d in ("usr/bin", "etc", "app", "tmp", "root", "home/agent"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
-        (root / link).symlink_to(target)
-    for tool in TOOLS:
-        exe = shutil.which(tool)
-        assert exe, tool
-        shutil.copy(Path(exe).resolve(), root / "usr/bin" / tool)
-        for lib in subprocess.run(["ldd", exe], capture_output=True, text=True).stdout.split():
-            if lib.startswith("/") and Path(lib).exists():
-                dest = root / ("usr" + lib if not lib.startswith("/usr/") else lib[1:])
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(Path(lib).resolve(), dest)
-    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/bash\n")
-    (root / "etc/group").write_text("root:x:0:\nagent:x:1000:\n")
-    base_tar, app_tar = public_tmp / "base.tar", public_tmp / "app.tar"
-    subprocess.run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(base_tar), "."], check=True)
-    app = public_tmp / "app-src"
-    (app / "app").mkdir(parents=True)
-    (app / "app/README").write_text("from the app layer\n")
-    (app / "etc").mkdir()
-    (app / "etc/.wh.group").write_text("")  # the app layer deletes /etc/group ...
-    subprocess.run(["tar", "--numeric-owner", "-C", str(app), "-cf", str(app_tar), "."], check=True)
-    out = []
-    for i, tar in enumerate((base_tar, app_tar)):
-        dest = public_tmp / f"layer{i}"
-        with open(tar, "rb") as f:
-            layers.unpack(f, dest, BASE)
-        out.append(dest)
-    return out
-
-
 @pytest.fixture
 def image_cfg(image_layers: list[Path], state_dir: Path, tmp_path: Path) -> SandboxConfig:
-    return SandboxConfig(image=ImageRoot(layers=image_layers, env={"GREETING": "hi", "PATH": "/usr/bin:/bin"},
-                                         workdir="/app", uid_base=BASE), state_dir=state_dir, run_dir=tmp_path)
+    image = ImageRoot(layers=image_layers, env={"GREETING": "hi", "PATH": "/usr/bin:/bin"}, workdir="/app",
+                      uid_base=IMAGE_UID_BASE)
+    return SandboxConfig(image=image, state_dir=state_dir, run_dir=tmp_path)
 
 
 def test_root_with_the_images_env_workdir_and_users(image_cfg):
@@ -84,7 +44,7 @@ def test_the_root_filesystem_is_writable_on_disk_and_reset_restores_the_image(im
         upper = sb._live()._upper
         assert sb.exec("touch /usr/bin/added && chown 1000 /usr/bin/added && rm /app/README").exit_code == 0
         st = os.stat(upper / "upper/usr/bin/added")  # on the host's disk, owned by the shifted uid
-        assert (st.st_uid, Path(upper).stat().st_uid) == (BASE + 1000, BASE)
+        assert (st.st_uid, Path(upper).stat().st_uid) == (IMAGE_UID_BASE + 1000, IMAGE_UID_BASE)
         assert sb.exec("cat /app/README").exit_code != 0
         sb.exec("sleep 300 &")
         ms = sb.reset() * 1e3
