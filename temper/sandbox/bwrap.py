@@ -118,7 +118,6 @@ def plan_image(cfg: SandboxConfig, info_fd: int, block_fd: int, upper: Path) -> 
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **img.env, **cfg.env}
     init.update(template_root=TEMPLATES, env=env,
                 folders={"mode": "image", "rw_root": RW, "disk_bytes": cfg.limits.disk_mb << 20, "layers": layers,
-                         "shm_bytes": min(64 << 20, cfg.limits.disk_mb << 20),
                          "volumes": [{"dest": m.dest, "size": m.size_mb and m.size_mb << 20} for m in cfg.mounts],
                          "dns": "10.0.2.3" if img.network == "egress" else None})
     return a, Plan("image", img.workdir or "/", {}, init)

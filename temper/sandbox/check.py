@@ -39,13 +39,18 @@ for d in [f[4].replace("\\040", " ") for f in mounts] + [os.getcwd(), os.environ
         dev = upper.get(dev, dev)
         if os.path.islink(d) or not os.path.isdir(d) or dev in found:
             continue
+        before = {k: os.statvfs(v[0]).f_ffree for k, v in found.items()}
         fd, path = tempfile.mkstemp(dir=d)
+        # the same filesystem seen twice (an overlay whose upper layer is out of sight, a bind mount): the
+        # new file takes an inode from one already found
+        same = [k for k, n in before.items() if os.statvfs(found[k][0]).f_ffree < n]
         os.close(fd)
         os.unlink(path)
     except OSError:
         continue
-    st = os.statvfs(d)
-    found[dev] = (d, st.f_blocks * st.f_frsize)
+    if not same:
+        st = os.statvfs(d)
+        found[dev] = (d, st.f_blocks * st.f_frsize)
 print(json.dumps(list(found.values())))
 """
 
@@ -102,6 +107,8 @@ def _describe(mode: str) -> str:
     return {
         "bwrap": "bwrap: user/pid/net/ipc/uts/cgroup/mount namespaces, no capabilities, seccomp",
         "landlock": "landlock: own uid, Landlock filesystem/TCP/signal rules, seccomp (no namespaces)",
+        "image": "image: an image's root filesystem, root in a user namespace of 65,536 ids, pid/net/ipc/uts/cgroup/"
+                 "mount namespaces, a container runtime's default capabilities, seccomp",
         "none": modes.NONE_WARNING,
     }[mode]
 
@@ -116,12 +123,15 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
         ctrls = sb.cgroup_controllers
         out = [Feature("sandbox starts", r.exit_code == 0, f"{sb.started_s * 1e3:.0f} ms cold start, workspace at "
                        f"{sb.workdir}")]
-        out.append(Feature("overlay reset", sb.overlay, "kernel overlayfs on tmpfs" if sb.overlay
+        upper = "the writable layer's volume" if mode == "image" else "tmpfs"
+        out.append(Feature("overlay reset", sb.overlay, f"kernel overlayfs on {upper}" if sb.overlay
                            else "copying fallback (no overlay here)"))
         spawner = sb._sup is not None and sb._sup.resident == 2
         out.append(Feature("fast spawn", spawner, "commands start by posix_spawn from a restricted spawner" if spawner
                            else "commands start by fork (no spawner: Landlock ABI < 6 or no dedicated uid)"))
-        disk = mode == "bwrap" or (sb._sup is not None and sb._sup._folder is not None and sb._sup._folder[1])
+        sup = sb._sup
+        disk = mode == "bwrap" or (sup is not None and (sup._volume is not None or  # image: its ext4 volume
+                                                       (sup._folder is not None and sup._folder[1])))
         w = sb.exec(["python3", "-c", WRITABLE_PROBE])
         writable = json.loads(w.stdout) if w.exit_code == 0 else None
     lim = cfg.limits
@@ -130,7 +140,8 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
                        f"processes {lim.processes}, file size {lim.file_size_mb} MiB, open files {lim.open_files}"))
     out.append(Feature("wall time", True, f"{lim.wall_time_s} s per exec, enforced by the supervisor"))
     out.append(Feature("output cap", True, f"{lim.output_bytes} bytes per stream, then cut (SIGPIPE)"))
-    for c, what in (("memory", f"{lim.memory_mb} MiB + {lim.disk_mb} MiB tmpfs"), ("pids", f"{lim.processes}"),
+    ram = f"{lim.memory_mb} MiB" + ("" if mode == "image" else f" + {lim.disk_mb} MiB tmpfs")
+    for c, what in (("memory", ram), ("pids", f"{lim.processes}"),
                     ("cpu", f"{lim.cpus} cores")):
         out.append(Feature(f"cgroup {c}", c in ctrls, f"cgroup {version}: {what}" if c in ctrls
                            else "not in force (no usable cgroup controller; rlimits only)"))
@@ -139,7 +150,8 @@ def _live(cfg: SandboxConfig, mode: str) -> list[Feature]:
         why = w.stderr.decode(errors="replace")[-200:]
         out.append(Feature("disk limit", False, f"could not list the writable filesystems: {why}"))
     elif disk and total is not None and total <= lim.disk_mb << 20:
-        out.append(Feature("disk limit", True, f"{lim.disk_mb} MiB tmpfs for all writable folders "
+        fs = "an ext4 volume on the host's disk" if mode == "image" else "tmpfs"
+        out.append(Feature("disk limit", True, f"{lim.disk_mb} MiB {fs} for all writable folders "
                            f"({', '.join(d for d, _ in writable)})"))
     else:
         big = ", ".join(f"{d} ({size >> 20} MiB)" for d, size in writable)

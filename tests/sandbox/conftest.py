@@ -10,16 +10,19 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from temper.images import layers
-from temper.sandbox import Limits, Mount, Sandbox, SandboxConfig
+from temper.sandbox import ImageRoot, Limits, Mount, Sandbox, SandboxConfig
 
 MODES = ["bwrap", "landlock"]
 IMAGE_UID_BASE = 1_000_000
 IMAGE_TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln",
-               "kill", "grep", "seq", "yes", "nohup", "setsid", "ps", "cp", "chmod")
+               "kill", "grep", "seq", "yes", "nohup", "setsid", "ps", "cp", "chmod", "ipcmk", "ipcs", "du", "diff",
+               "tail", "mount")
+IMAGE_LIBS = ("librt.so.1",)  # what the tests' python loads by name
 
 if os.geteuid() != 0:  # sandboxes need a dedicated uid; CI and the dev machines run as root
     pytest.skip("the sandbox tests need root (to start sandboxes as a dedicated uid)", allow_module_level=True)
@@ -85,6 +88,11 @@ def image_layers(public_tmp: Path) -> list[Path]:
     shutil.copytree(stdlib, root / str(stdlib)[1:], symlinks=True,
                     ignore=shutil.ignore_patterns("test", "tests", "idlelib", "tkinter", "ensurepip", "__pycache__",
                                                   "site-packages", "dist-packages"))
+    for name in IMAGE_LIBS:
+        lib = next(Path(d) / name for d in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64")
+                   if (Path(d) / name).exists())
+        (root / str(lib.parent)[1:]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(lib.resolve(), root / str(lib)[1:])
     for obj in [*binaries, *(stdlib / "lib-dynload").glob("*.so")]:  # and every library they load
         for lib in subprocess.run(["ldd", str(obj)], capture_output=True, text=True).stdout.split():
             if lib.startswith("/") and Path(lib).exists():
@@ -113,9 +121,18 @@ def image_layers(public_tmp: Path) -> list[Path]:
     return out
 
 
-def make_config(mode: str, state_dir: Path, template: Path | None, run_dir: Path, **kw: object) -> SandboxConfig:
-    return SandboxConfig(isolation=mode, workspace=template, state_dir=state_dir, run_dir=run_dir,
-                         limits=kw.pop("limits", tight_limits()), **kw)  # type: ignore[arg-type]
+def make_config(mode: str, state_dir: Path, template: Path | None, run_dir: Path, *,
+                image_layers: list[Path] | None = None, **kw: Any) -> SandboxConfig:
+    """A sandbox of `mode` on the template; mode "image": on `image_layers` instead, whose WORKDIR holds the
+    template's hello.txt (an image has no workspace and no host folder mounted: those of `kw` are dropped)."""
+    limits = kw.pop("limits", tight_limits())
+    if mode == "image":
+        assert image_layers, "image mode: pass image_layers (the fixture)"
+        kw["mounts"] = [m for m in kw.get("mounts", []) if m.src is None]
+        image = ImageRoot(layers=image_layers, workdir="/app", uid_base=IMAGE_UID_BASE,
+                          env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"})
+        return SandboxConfig(image=image, state_dir=state_dir, run_dir=run_dir, limits=limits, **kw)
+    return SandboxConfig(isolation=mode, workspace=template, state_dir=state_dir, run_dir=run_dir, limits=limits, **kw)
 
 
 @pytest.fixture(scope="module", params=MODES)

@@ -12,23 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import IMAGE_UID_BASE, MODES, healthy, make_config, resident, sandbox_pids, tight_limits
+from conftest import IMAGE_UID_BASE, MODES, healthy, make_config, resident, sandbox_pids
 
-from temper.sandbox import ImageRoot, Mount, PathEscapeError, Sandbox, SandboxConfig, SandboxError
+from temper.sandbox import Mount, PathEscapeError, Sandbox, SandboxError
 
 
 @pytest.fixture(scope="module", params=[*MODES, "image"])
 def sbx(request: pytest.FixtureRequest, state_dir: Path, template: Path, suid_dir: Path, image_layers: list[Path],
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    run_dir = tmp_path_factory.mktemp(f"run-{request.param}")
-    if request.param == "image":  # the image holds the template's hello.txt in its WORKDIR, and no host folder
-        cfg = SandboxConfig(image=ImageRoot(layers=image_layers, workdir="/app", uid_base=IMAGE_UID_BASE,
-                                            env={"PATH": "/usr/bin:/bin"}),
-                            state_dir=state_dir, run_dir=run_dir, limits=tight_limits(),
-                            mounts=[Mount(dest="/logs", writable=True)])
-    else:
-        cfg = make_config(request.param, state_dir, template, run_dir,
-                          mounts=[Mount(dest="/opt/suid", src=suid_dir), Mount(dest="/logs", writable=True)])
+    cfg = make_config(request.param, state_dir, template, tmp_path_factory.mktemp(f"run-{request.param}"),
+                      image_layers=image_layers,
+                      mounts=[Mount(dest="/opt/suid", src=suid_dir), Mount(dest="/logs", writable=True)])
     sb = Sandbox(cfg)
     assert sb.mode == request.param
     yield sb

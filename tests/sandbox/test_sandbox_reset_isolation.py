@@ -16,6 +16,8 @@ from conftest import MODES, make_config, tight_limits
 from temper.sandbox import Limits, Sandbox, SandboxConfig, SandboxPool
 from temper.sandbox.check import check
 
+ALL = [*MODES, "image"]  # image sandboxes: root in a user namespace of its own, on the tests' small image
+
 KEY = random.randrange(1 << 20, 1 << 30)  # SysV keys: Landlock mode shares the host's IPC namespace
 
 # Everything an episode could leave behind, as a command sees it (compared fresh vs reused).
@@ -93,10 +95,11 @@ print("found:", found)
 """
 
 
-@pytest.fixture(scope="module", params=MODES)
-def sb(request: pytest.FixtureRequest, state_dir: Path, template: Path,
+@pytest.fixture(scope="module", params=ALL)
+def sb(request: pytest.FixtureRequest, state_dir: Path, template: Path, image_layers: list[Path],
        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    cfg = make_config(request.param, state_dir, template, tmp_path_factory.mktemp(f"run-{request.param}"))
+    cfg = make_config(request.param, state_dir, template, tmp_path_factory.mktemp(f"run-{request.param}"),
+                      image_layers=image_layers)
     with Sandbox(cfg) as s:
         yield s
 
@@ -136,10 +139,11 @@ def test_ipc_objects_do_not_survive_a_reset(sb: Sandbox) -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ALL)
 def test_namespace_sysctls_are_back_to_their_start_values(mode: str, state_dir: Path, template: Path,
-                                                          tmp_path: Path) -> None:
-    with Sandbox(make_config(mode, state_dir, template, tmp_path)) as s:  # fresh: no earlier test's poison
+                                                          tmp_path: Path, image_layers: list[Path]) -> None:
+    cfg = make_config(mode, state_dir, template, tmp_path, image_layers=image_layers)
+    with Sandbox(cfg) as s:  # fresh: no earlier test's poison
         start = snapshot(s)
         s.exec(POISON)
         s.reset()
@@ -150,10 +154,11 @@ def test_namespace_sysctls_are_back_to_their_start_values(mode: str, state_dir: 
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ALL)
 def test_a_pooled_sandbox_is_indistinguishable_from_a_fresh_one(mode: str, state_dir: Path, template: Path,
-                                                               tmp_path: Path) -> None:
-    cfg = make_config(mode, state_dir, template, tmp_path, pool_size=1, pool_max=1)
+                                                               tmp_path: Path, image_layers: list[Path]) -> None:
+    cfg = make_config(mode, state_dir, template, tmp_path, pool_size=1, pool_max=1,
+                      image_layers=image_layers)
     with SandboxPool(cfg) as pool:
         first = pool.acquire()
         fresh = snapshot(first)
@@ -180,13 +185,13 @@ ALLOCATE = ["python3", "-c", "b = b'\\x01' * (100 << 20); print(len(b) >> 20)"]
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("pin", [PIN_DEV, PIN_SHM], ids=["dev", "sysv-shm"])
-@pytest.mark.parametrize("mode", MODES)
-def test_memory_pinned_by_one_episode_is_not_charged_to_the_next(mode: str, pin: str, state_dir: Path,
-                                                                 template: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ALL)
+def test_memory_pinned_by_one_episode_is_not_charged_to_the_next(mode: str, pin: str, state_dir: Path, template: Path,
+                                                                 tmp_path: Path, image_layers: list[Path]) -> None:
     # cgroup memory = memory_mb + disk_mb = 224 MiB: room for 100 MiB, not for 170 + 100.
     limits = tight_limits().model_copy(update={"memory_mb": 160, "disk_mb": 64, "address_space_mb": 0,
                                                "cpu_time_s": 10, "file_size_mb": 256})
-    with Sandbox(make_config(mode, state_dir, template, tmp_path, limits=limits)) as s:
+    with Sandbox(make_config(mode, state_dir, template, tmp_path, limits=limits, image_layers=image_layers)) as s:
         if "memory" not in s.cgroup_controllers:
             pytest.skip("no memory cgroup on this host")
         assert s.exec(ALLOCATE).text == "100\n"  # fits on its own
@@ -197,11 +202,12 @@ def test_memory_pinned_by_one_episode_is_not_charged_to_the_next(mode: str, pin:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ALL)
 def test_disk_mb_bounds_every_writable_filesystem(mode: str, state_dir: Path, template: Path,
-                                                  tmp_path: Path) -> None:
+                                                  tmp_path: Path, image_layers: list[Path]) -> None:
     limits = Limits(memory_mb=128, disk_mb=64, file_size_mb=1024, wall_time_s=30)
-    cfg: SandboxConfig = make_config(mode, state_dir, template, tmp_path, limits=limits, cgroups=False)
+    cfg: SandboxConfig = make_config(mode, state_dir, template, tmp_path, limits=limits, cgroups=False,
+                                       image_layers=image_layers)
     with Sandbox(cfg) as s:
         places = ["/dev", "/dev/shm", "/dev/mqueue", "$TMPDIR", "."]
         script = "".join(f"head -c 100M /dev/zero > {p}/fill 2>/dev/null; " for p in places)

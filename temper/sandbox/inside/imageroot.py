@@ -1,11 +1,11 @@
 """Image mode: the sandbox's root filesystem is an image's layers under a writable layer on disk.
 
 The supervisor keeps the outer view (`/.temper/...`): it mounts the overlay at ROOT with /proc, /dev and a
-sized /dev/shm inside, and serves file requests there. Commands run in a mount namespace of their own whose
-root is that overlay (`enter`, called by the spawner), so they never see the layers, the writable layer's
-folder or the supervisor's files. ROOT is a shared mount and the commands' copy a slave of it: a folder the
-supervisor seals later (a read-only /tests) is read-only for them too. A reset kills every process (the
-supervisor's), unmounts, empties the writable layer and mounts it again.
+/dev/shm on the writable layer's volume inside, and serves file requests there. Commands run in a mount
+namespace of their own whose root is that overlay (`enter`, called by the spawner), so they never see the
+layers, the writable layer's folder or the supervisor's files. ROOT is a shared mount and the commands' copy a
+slave of it: a folder the supervisor seals later (a read-only /tests) is read-only for them too. A reset kills
+every process (the supervisor's), unmounts, empties the writable layer and mounts it again.
 """
 
 import errno
@@ -26,7 +26,6 @@ class ImageFolders(fsops.Folders):
         super().__init__({"mode": "mount", "rw_root": spec["rw_root"], "disk_bytes": spec["disk_bytes"],
                           "views": [], "tmp": "/tmp"})
         self.layers: list[str] = spec["layers"]  # in-sandbox folders, lowest first
-        self.shm_bytes: int = spec["shm_bytes"]
         self.volumes: list[dict] = spec.get("volumes", [])  # scratch mounts: a folder, or a tmpfs of `size`
         self.dns: str | None = spec.get("dns")  # egress: the forwarder /etc/resolv.conf names
         self.overlay = True
@@ -45,8 +44,10 @@ class ImageFolders(fsops.Folders):
         native.mount(f"{ROOT}/proc/sys", f"{ROOT}/proc/sys", None, native.MS_BIND)  # sysctls read-only, as a
         native.mount("none", f"{ROOT}/proc/sys", None, fsops._REMOUNT_BIND | native.MS_RDONLY)  # runtime has it
         native.mount("/dev", f"{ROOT}/dev", None, native.MS_BIND | native.MS_REC)
-        native.mount("tmpfs", f"{ROOT}/dev/shm", "tmpfs", native.MS_NOSUID | native.MS_NODEV,
-                     f"size={self.shm_bytes},mode=1777")
+        shm = f"{self.rw_root}/shm"  # on the writable layer's volume: disk_mb bounds it with the rest, on disk
+        os.makedirs(shm, mode=0o1777, exist_ok=True)
+        os.chmod(shm, 0o1777)
+        native.mount(shm, f"{ROOT}/dev/shm", None, native.MS_BIND)
         self.mounted += [f"{ROOT}/proc", f"{ROOT}/proc/sys", f"{ROOT}/dev", f"{ROOT}/dev/shm"]
         for vol in self.volumes:  # made (no link followed) before any command runs; sized ones on a tmpfs
             os.close(fsops._open_dirs(ROOT, vol["dest"].lstrip("/"), vol["dest"]))
@@ -75,7 +76,7 @@ class ImageFolders(fsops.Folders):
         for path in reversed(self.mounted):
             native.umount(path)
         self.mounted.clear()
-        for d in (f"{self.rw_root}/upper", f"{self.rw_root}/work"):
+        for d in (f"{self.rw_root}/upper", f"{self.rw_root}/work", f"{self.rw_root}/shm"):
             if os.path.isdir(d):
                 fsops._empty(d)
         self.build()
