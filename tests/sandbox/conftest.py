@@ -21,7 +21,7 @@ MODES = ["bwrap", "landlock"]
 IMAGE_UID_BASE = 1_000_000
 IMAGE_TOOLS = ("bash", "sh", "id", "cat", "ls", "sleep", "touch", "mkdir", "rm", "env", "chown", "stat", "head", "ln",
                "kill", "grep", "seq", "yes", "nohup", "setsid", "ps", "cp", "chmod", "ipcmk", "ipcs", "du", "diff",
-               "tail", "mount")
+               "tail", "mount", "mkfifo")
 IMAGE_LIBS = ("librt.so.1",)  # what the tests' python loads by name
 
 if os.geteuid() != 0:  # sandboxes need a dedicated uid; CI and the dev machines run as root

@@ -1,4 +1,4 @@
-"""Host-initiated file access against what the agent planted, in both isolation modes: an upload
+"""Host-initiated file access against what the agent planted, in every isolation mode: an upload
 never follows the sandbox's links, a fifo cannot block the supervisor, and a folder of 70,000 long
 names cannot blow up the listing's reply. Each is refused or cut at once; the sandbox lives on."""
 
@@ -15,12 +15,13 @@ from conftest import MODES, healthy, make_config
 from temper.sandbox import Limits, Mount, PathEscapeError, Sandbox, SandboxCrashed, SandboxError
 
 
-@pytest.fixture(scope="module", params=MODES)
-def sb(request: pytest.FixtureRequest, state_dir: Path, template: Path,
+@pytest.fixture(scope="module", params=[*MODES, "image"])
+def sb(request: pytest.FixtureRequest, state_dir: Path, template: Path, image_layers: list[Path],
        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    limits = Limits(wall_time_s=60, cpu_time_s=60, memory_mb=512, processes=64, open_files=64, disk_mb=256)
+    limits = Limits(wall_time_s=60, cpu_time_s=60, memory_mb=512, processes=64, open_files=64,
+                    disk_mb=1024 if request.param == "image" else 256)  # an image's volume: 70,000 inodes and more
     cfg = make_config(request.param, state_dir, template, tmp_path_factory.mktemp(f"run-{request.param}"),
-                      limits=limits, mounts=[Mount(dest="/logs", writable=True)])
+                      limits=limits, mounts=[Mount(dest="/logs", writable=True)], image_layers=image_layers)
     with Sandbox(cfg) as box:
         assert box.mode == request.param
         yield box
@@ -34,9 +35,9 @@ def fresh(sb: Sandbox) -> None:
 @pytest.fixture
 def outside(sb: Sandbox, public_tmp: Path) -> Iterator[str]:
     """A folder outside the folders the host may write into, that the sandbox uid may write, as
-    commands see it (/dev/shm in bwrap mode, a host folder open to everyone in Landlock mode), with
-    a file victim.txt ("original") that the sandbox uid may write."""
-    if sb.mode == "bwrap":
+    commands see it (/dev/shm in bwrap and image mode, a host folder open to everyone in Landlock mode),
+    with a file victim.txt ("original") that the sandbox uid may write."""
+    if sb.mode in ("bwrap", "image"):
         assert sb.exec("echo original > /dev/shm/victim.txt").exit_code == 0
         yield "/dev/shm"
         sb.exec("rm -rf /dev/shm/*")
@@ -126,8 +127,8 @@ def test_seventy_thousand_long_names_are_listed_cut_and_the_sandbox_lives(sb: Sa
     deep = sb.list_files(".", recursive=True)
     assert deep.truncated and sb.alive
     assert time.monotonic() - start < 20
-    small = sb.list_files("pkg")
-    assert not small.truncated and [e.path for e in small] == ["test_ok.py"]
+    small = sb.list_files("/home" if sb.mode == "image" else "pkg")  # the image has no template's pkg/
+    assert not small.truncated and [e.path for e in small] == (["agent"] if sb.mode == "image" else ["test_ok.py"])
     healthy(sb)
 
 

@@ -1,6 +1,5 @@
 """The warm pool serves started sandboxes, re-templates them, refills in the background, stays bounded."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,8 @@ def test_pool_serves_warm_sandboxes(mode: str, state_dir: Path, template: Path, 
     cfg = make_config(mode, state_dir, template, tmp_path, pool_size=2, pool_max=3)
     with SandboxPool(cfg) as pool:
         assert pool.wait_ready(30)
-        t0 = time.monotonic()
-        sb = pool.acquire()
-        acquire_s = time.monotonic() - t0
+        sb = pool.acquire()  # popped from the idle set, not started (the stats say so; a timing would vary)
         assert sb.warm and pool.stats["warm"] == 1 and pool.stats["cold"] == 0
-        assert acquire_s < 0.5  # popped from the idle set, not started (a few ms on an idle host)
         sb.write_file("dirty.txt", "x")
         sb.exec("sleep 100 &")
         pool.release(sb)
