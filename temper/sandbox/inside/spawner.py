@@ -8,17 +8,18 @@ set per command with prlimit). It is also the subreaper of every command, and ki
 what they leave. A command may kill it (same uid): the supervisor then starts another.
 """
 
+import _signal as signal  # the C module: signal's enums would cost a cold start ~3 ms
+import _socket as socket  # the C module: socket.py imports enum and selectors (a cold start's ms)
 import fcntl
-import json
 import os
 import resource
-import signal
-import socket
+import struct
 import termios
 
 import imageroot
 import native
 import proc
+import wire
 
 RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU)  # Python ignores some; commands must not
 MAX_MESSAGE = 128 * 1024
@@ -55,11 +56,11 @@ class Spawner:
         return self.sock.fileno()
 
     def _ask(self, msg: dict, fds: tuple[int, ...] = ()) -> dict | None:
-        data = json.dumps(msg).encode()
+        data = wire.dumps(msg).encode()
         if self.sock is None:
             return None
         try:
-            socket.send_fds(self.sock, [data], list(fds))
+            _send_fds(self.sock, [data], list(fds))
         except OSError:
             return None
         return self.receive(timeout=30.0)
@@ -72,18 +73,18 @@ class Spawner:
         try:
             self.sock.settimeout(timeout)
             data = self.sock.recv(MAX_MESSAGE)
-        except OSError:  # socket.timeout included
+        except OSError:  # a timeout included
             data = b""
         if not data:
             self.stop()
             return None
-        return json.loads(data)
+        return wire.loads(data)
 
     def spawn(self, exe: str, argv: list, env: dict, cwd: str, fds: tuple[int, int, int], cpu: tuple,
               user: str | None = None) -> dict | None:
         """{"pid"} or {"error", "code"}; None when the helper is gone (the caller forks instead)."""
         msg = {"op": "spawn", "exe": exe, "argv": argv, "env": env, "cwd": cwd, "cpu": cpu, "user": user}
-        if len(json.dumps(msg)) > MAX_MESSAGE - 1024:
+        if len(wire.dumps(msg)) > MAX_MESSAGE - 1024:
             return None
         return self._ask(msg, fds)
 
@@ -92,11 +93,11 @@ class Spawner:
         if self.sock is None:
             self.start()
         assert self.sock is not None
-        socket.send_fds(self.sock, [json.dumps({"op": "pty", "argv": argv, "env": env, "cwd": cwd,
+        _send_fds(self.sock, [wire.dumps({"op": "pty", "argv": argv, "env": env, "cwd": cwd,
                                                 "user": user}).encode()], [])
         self.sock.settimeout(30.0)
-        data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 1)
-        reply = json.loads(data) if data else {"error": "the spawner died"}
+        data, fds, _, _ = _recv_fds(self.sock, MAX_MESSAGE, 1)
+        reply = wire.loads(data) if data else {"error": "the spawner died"}
         if "error" in reply:
             raise OSError(0, f"cannot start a shell: {reply['error']}")
         return reply["pid"], fds[0]
@@ -141,14 +142,14 @@ def _serve(sock: socket.socket, jail: object) -> None:
     native.prctl(native.PR_SET_DUMPABLE, 0)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 3)
+            data, fds, _, _ = _recv_fds(sock, MAX_MESSAGE, 3)
         except OSError:
             return
         if not data:
             return
         for fd in fds:  # SCM_RIGHTS fds arrive inheritable: only their dup2 copies on 0-2 may reach the command
             os.set_inheritable(fd, False)
-        msg = json.loads(data)
+        msg = wire.loads(data)
         if msg["op"] == "cleanup":
             _sweep(jail.kill)
             sock.send(b"{}")
@@ -157,9 +158,9 @@ def _serve(sock: socket.socket, jail: object) -> None:
             try:
                 pid, master = _pty_shell(msg, image)
             except (OSError, KeyError) as exc:
-                sock.send(json.dumps({"error": str(exc).strip('"')}).encode())
+                sock.send(wire.dumps({"error": str(exc).strip('"')}).encode())
                 continue
-            socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [master])
+            _send_fds(sock, [wire.dumps({"pid": pid}).encode()], [master])
             os.close(master)
             continue
         try:
@@ -172,7 +173,7 @@ def _serve(sock: socket.socket, jail: object) -> None:
                                      setsigdef=RESET_SIGNALS)
         except (OSError, KeyError) as exc:
             code = 127 if getattr(exc, "errno", None) == 2 else 126
-            sock.send(json.dumps({"error": str(exc).strip('"'), "code": code}).encode())
+            sock.send(wire.dumps({"error": str(exc).strip('"'), "code": code}).encode())
             continue
         finally:
             for fd in fds:
@@ -182,13 +183,13 @@ def _serve(sock: socket.socket, jail: object) -> None:
                 resource.prlimit(pid, resource.RLIMIT_CPU, cpu[0])
             except OSError:
                 pass
-        sock.send(json.dumps({"pid": pid}).encode())
+        sock.send(wire.dumps({"pid": pid}).encode())
         _, status, usage = os.wait4(pid, 0)
         if image:  # what it left running keeps running, as in a container; orphans that ended are reaped
             _reap_orphans()
         else:
             _sweep(jail.kill)  # what it left running dies now: one message instead of a second request
-        sock.send(json.dumps({"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
+        sock.send(wire.dumps({"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
                               "maxrss_kb": usage.ru_maxrss, "swept": not image}).encode())
 
 
@@ -333,3 +334,18 @@ def _table(path: str) -> list[list[str]]:
             return [line.rstrip("\n").split(":") for line in f if line.count(":") >= 2]
     except OSError:
         return []
+
+
+def _send_fds(sock: socket.socket, buffers: list[bytes], fds: list[int]) -> None:
+    """socket.send_fds, on the C module's socket."""
+    sock.sendmsg(buffers, [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))] if fds else [])
+
+
+def _recv_fds(sock: socket.socket, bufsize: int, maxfds: int) -> tuple[bytes, list[int], int, object]:
+    """socket.recv_fds, on the C module's socket."""
+    fds: list[int] = []
+    msg, ancdata, flags, addr = sock.recvmsg(bufsize, socket.CMSG_LEN(maxfds * 4))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += struct.unpack(f"{len(data) // 4}i", data[:len(data) - len(data) % 4])
+    return msg, fds, flags, addr
