@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from temper.firsttime import build_once
-from temper.sandbox import layout
+from temper.sandbox import egress_proxy, layout
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import SandboxError
 from temper.sandbox.layout import INSIDE_DIR, SANDBOX_UID, Plan
@@ -116,10 +116,14 @@ def plan_image(cfg: SandboxConfig, info_fd: int, block_fd: int, upper: Path) -> 
     init = layout.common_init(cfg, "image", "image")
     init["rlimits"] = [r for r in init["rlimits"] if r[0] != "nproc"]  # one host uid for all: the pids cgroup counts
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", **img.env, **cfg.env}
+    if img.egress_proxy:  # the only way out: what pip, apt, npm, git and curl read
+        proxy = f"http://127.0.0.1:{egress_proxy.PORT}"
+        env.update({k: proxy for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
+                   NO_PROXY="localhost,127.0.0.1,::1", no_proxy="localhost,127.0.0.1,::1")
     init.update(template_root=TEMPLATES, env=env,
                 folders={"mode": "image", "rw_root": RW, "disk_bytes": cfg.limits.disk_mb << 20, "layers": layers,
                          "volumes": [{"dest": m.dest, "size": m.size_mb and m.size_mb << 20} for m in cfg.mounts],
-                         "dns": "10.0.2.3" if img.network == "egress" else None})
+                         "dns": "10.0.2.3" if img.network == "egress" and not img.egress_proxy else None})
     return a, Plan("image", img.workdir or "/", {}, init)
 
 

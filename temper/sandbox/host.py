@@ -12,12 +12,13 @@ import select
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from temper.logs import log_tail
-from temper.sandbox import bwrap, cgroups, direct, egress, layout, seccomp, uids, volume
+from temper.sandbox import bwrap, cgroups, direct, egress, egress_proxy, layout, seccomp, uids, volume
 from temper.sandbox.config import SandboxConfig
 from temper.sandbox.errors import PathEscapeError, SandboxCrashed, SandboxError
 from temper.sandbox.inside import wire
@@ -63,8 +64,10 @@ def _spawner() -> None:
 
 
 class SupervisorHandle:
-    def __init__(self, cfg: SandboxConfig, mode: str, sandbox_id: str, template_key: str | None):
+    def __init__(self, cfg: SandboxConfig, mode: str, sandbox_id: str, template_key: str | None,
+                 on_egress: Callable[[str, int, bool], None] | None = None):
         self.config, self.mode, self.id = cfg, mode, sandbox_id
+        self._on_egress = on_egress  # image mode with an allowlist: each connection's (host, port, allowed)
         self._proc: subprocess.Popen | None = None
         self.cgroup: cgroups.Cgroup | None = None
         self.shielded = False  # its commands cannot signal the supervisor (bwrap's pid 1, Landlock scopes)
@@ -73,7 +76,8 @@ class SupervisorHandle:
         self._folder: tuple[Path, bool] | None = None
         self._upper: Path | None = None  # image mode: the writable layer's folder (on its own filesystem)
         self._volume: volume.Volume | None = None
-        self._egress: subprocess.Popen | None = None  # image mode with network egress: its slirp4netns
+        # image mode with network egress: its slirp4netns, or its allowlisting proxy
+        self._egress: subprocess.Popen | egress_proxy.EgressProxy | None = None
         self._stop_lock = threading.Lock()
         self._cancel_w = -1  # the write end of the supervisor's interrupt pipe
         self._seq = 0  # exec requests sent so far; `running`: the sequence number of the one in flight
@@ -145,7 +149,9 @@ class SupervisorHandle:
             finally:
                 os.write(block_w, b"1")
                 os.close(block_w)
-            if cfg.image.network == "egress":
+            if cfg.image.egress_proxy:
+                self._egress = egress_proxy.EgressProxy(pid, cfg.image.egress_hosts, self.id, self._on_egress)
+            elif cfg.image.network == "egress":
                 self._egress = egress.start(pid, self.id)
         if version is not None:
             lim = cfg.limits
@@ -195,9 +201,11 @@ class SupervisorHandle:
             lease.release()
         if folder is not None:
             direct.remove_folder(*folder)
-        slirp, self._egress = self._egress, None
-        if slirp is not None:
-            egress.stop(slirp)
+        out, self._egress = self._egress, None
+        if isinstance(out, egress_proxy.EgressProxy):
+            out.stop()
+        elif out is not None:
+            egress.stop(out)
         vol, self._volume = self._volume, None
         if vol is not None:
             volume.detach(vol)

@@ -45,7 +45,7 @@ class Sandbox:
 
     def _start(self) -> None:
         key = self._stage(self.template)
-        self._sup = SupervisorHandle(self.config, self.mode, self.id, key)
+        self._sup = SupervisorHandle(self.config, self.mode, self.id, key, on_egress=self._audit_egress)
         self.template_key = key
         image = self.config.image
         self._audit("create", mode=self.mode, template=str(self.template) if self.template else None,
@@ -233,6 +233,9 @@ class Sandbox:
         if self._sup is None:
             raise SandboxCrashed(f"sandbox {self.id}: closed")
         return self._sup
+
+    def _audit_egress(self, host: str, port: int, allowed: bool) -> None:
+        self._audit("egress", host=host, port=port, allowed=allowed)
 
     def _audit(self, op: str, **fields: Any) -> None:
         if self.audit is not None:

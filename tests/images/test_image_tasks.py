@@ -49,3 +49,26 @@ def test_envqa_says_ok_for_every_image_task(suite, tmp_path):
     assert verdicts == {name: ["ok"] for name in NAMES}
     for t in report["tasks"]:
         assert t["oracle"]["passes"] == 1 and t["trivial"] is False and t["hackable"] is False
+
+
+def test_a_task_that_asks_for_the_internet_gets_the_operators_allowlist(suite, tmp_path):
+    from temper.envs.sandboxes import SandboxProvider
+    from temper.sandbox import Sandbox, SandboxConfig
+    from temper.sandbox.config import TaskMaxima
+
+    folder = tmp_path / "tasks/img-net"
+    shutil.copytree(TASKS / "img-env", folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+    net = parse_spec(f"terminal:path={folder.parent}")
+    task = net.tasks()[0]
+    hosts = ["pypi.org", "files.pythonhosted.org"]
+    images = {}
+    for most, network, egress in ((TaskMaxima(internet_hosts=hosts), "egress", hosts),
+                                  (TaskMaxima(), "egress", ["*"]), (TaskMaxima(internet=False), "loopback", ["*"])):
+        env = net.make_env(task, SandboxProvider(SandboxConfig(task_max=most)))
+        assert (env.image.network, env.image.egress_hosts) == (network, egress), most
+        images[network, tuple(egress)] = env.image
+    with Sandbox(SandboxConfig(image=images["egress", tuple(hosts)])) as sb:  # the proxy is its only way out
+        r = sb.exec("echo $HTTPS_PROXY; python3 -c 'import urllib.request as u; u.urlopen(\"http://example.com\")'")
+        assert r.stdout == b"http://127.0.0.1:3128\n" and b"403" in r.stderr, r

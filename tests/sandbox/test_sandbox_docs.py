@@ -67,3 +67,15 @@ def test_doc_examples_run_as_written(tmp_path: Path) -> None:
             found = out.find(want, pos)
             assert found >= 0, f"expected {want!r} in the output of:\n{code}\n---\n{out}"
             pos = found + len(want)
+
+
+def test_the_docs_yaml_settings_are_valid_sandbox_settings() -> None:
+    """A sandbox configuration file shown in the doc is one `temper sandbox --config` takes, as written."""
+    import yaml
+
+    from temper.sandbox import SandboxConfig
+
+    shown = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)]
+    assert shown
+    for s in shown:
+        assert SandboxConfig.model_validate(s).model_dump(exclude_unset=True) == s

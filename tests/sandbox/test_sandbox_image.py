@@ -168,7 +168,8 @@ def test_the_writable_layer_is_bounded_on_disk_by_disk_mb(image_cfg):
 
 @pytest.fixture
 def test_host():
-    """A host of the test's own: a network namespace behind a veth pair, serving one line on 10.213.7.2:8089."""
+    """A host of the test's own: a network namespace behind a veth pair (this machine is 10.213.7.1 on it),
+    answering any request on 10.213.7.2:8089 with one line of HTTP."""
     tag = f"{os.getpid() % 100000}"
     ns, outer, inner = f"temper-th-{tag}", f"tth{tag}a", f"tth{tag}b"
     ip = shutil.which("ip")
@@ -186,8 +187,9 @@ def test_host():
         run("-n", ns, "addr", "add", "10.213.7.2/30", "dev", inner)
         run("-n", ns, "link", "set", inner, "up")
         code = ("import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-                "s.bind(('10.213.7.2', 8089)); s.listen()\nwhile True:\n c, _ = s.accept(); "
-                "c.sendall(b'hello from the test host\\n'); c.close()")
+                "s.bind(('10.213.7.2', 8089)); s.listen()\nwhile True:\n c, _ = s.accept(); c.settimeout(5)\n"
+                " try:\n  c.recv(65536); c.sendall(b'HTTP/1.0 200 OK\\r\\n\\r\\nhello from the test host\\n')\n"
+                " except OSError: pass\n c.close()")
         server = subprocess.Popen([ip, "netns", "exec", ns, sys.executable, "-c", code])
         time.sleep(0.5)
         yield "10.213.7.2"
@@ -195,7 +197,8 @@ def test_host():
         if server is not None:
             server.kill()
             server.wait()
-        subprocess.run([ip, "netns", "del", ns], capture_output=True)  # takes the veth pair with it
+        subprocess.run([ip, "link", "del", outer], capture_output=True)  # the pair, at once (a netns goes lazily)
+        subprocess.run([ip, "netns", "del", ns], capture_output=True)
 
 
 @pytest.mark.e2e
@@ -204,7 +207,7 @@ def test_egress_reaches_a_host_beyond_the_machine_but_never_its_loopback(image_c
     local.bind(("127.0.0.1", 0))
     local.listen()
     port = local.getsockname()[1]
-    reach = f"exec 3<>/dev/tcp/{test_host}/8089 && cat <&3"
+    reach = f"exec 3<>/dev/tcp/{test_host}/8089 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && tail -n 1 <&3"
     try:
         with Sandbox(image_cfg) as closed:  # loopback only: no route out
             assert closed.exec(reach, timeout=10).exit_code != 0
@@ -220,6 +223,56 @@ def test_egress_reaches_a_host_beyond_the_machine_but_never_its_loopback(image_c
         assert slirp.poll() is not None  # stopped with the sandbox
     finally:
         local.close()
+
+
+FETCH = "import urllib.request as u, sys\ntry:\n print(u.urlopen(sys.argv[1], timeout=10).read().decode(), end='')\n" \
+        "except u.HTTPError as e:\n print(e.code, e.read().decode(), end='')"
+TUNNEL = """
+import socket, sys
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(f"CONNECT {sys.argv[1]} HTTP/1.1\\r\\n\\r\\n".encode())
+reply = s.recv(4096)
+if b" 200 " in reply:  # the tunnel is up: speak to the far end through it
+    s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+    reply = b"".join(iter(lambda: s.recv(4096), b""))
+print(reply.decode().splitlines()[-1])
+"""
+
+
+@pytest.mark.e2e
+def test_egress_to_an_allowlist_goes_through_the_proxy_and_nowhere_else(image_cfg, test_host):
+    local = socket.socket()
+    local.bind(("127.0.0.1", 0))
+    local.listen()
+    port = local.getsockname()[1]
+    hosts = [f"{test_host}:8089", "127.0.0.1:*", "10.213.7.1"]  # the last two are this machine: never reached
+    image = image_cfg.image.model_copy(update={"network": "egress", "egress_hosts": hosts})
+    try:
+        with Sandbox(image_cfg.model_copy(update={"image": image})) as sb:
+            assert sb.exec(["python3", "-c", FETCH, f"http://{test_host}:8089/"]).stdout == \
+                b"hello from the test host\n"  # plain HTTP through the proxy (what apt does)
+            assert sb.exec(["python3", "-c", TUNNEL, f"{test_host}:8089"]).stdout == \
+                b"hello from the test host\n"  # a CONNECT tunnel (what pip, npm and git do for HTTPS)
+            r = sb.exec(["python3", "-c", FETCH, f"http://{test_host}:8090/"])
+            assert r.stdout == f"403 temper: {test_host}:8090 is not on this sandbox's egress allowlist\n".encode()
+            for mine in (f"127.0.0.1:{port}", "10.213.7.1:22"):  # allowlisted, yet this machine
+                assert b"is this machine" in sb.exec(["python3", "-c", TUNNEL, mine]).stdout, mine  # a 403
+            direct = f"exec 3<>/dev/tcp/{test_host}/8089 && echo reached"  # ignoring the proxy: no route at all
+            assert sb.exec(direct, timeout=10).exit_code != 0
+            assert sb.exec("echo $HTTPS_PROXY $no_proxy").stdout == b"http://127.0.0.1:3128 localhost,127.0.0.1,::1\n"
+            proxy = sb._live()._egress
+            assert proxy.connections == {"allowed": 4, "refused": 1}
+            seen = [(r["host"], r["port"], r["allowed"]) for r in _audit_records(sb) if r["op"] == "egress"]
+            assert (test_host, 8090, False) in seen and seen.count((test_host, 8089, True)) == 2
+    finally:
+        local.close()
+
+
+def _audit_records(sb: Sandbox) -> list[dict]:
+    import json
+
+    return [rec for line in Path(sb.audit.path).read_text().splitlines()
+            if (rec := json.loads(line))["sandbox"] == sb.id]
 
 
 def test_a_crashed_runs_writable_layer_is_swept_by_the_next(image_cfg, tmp_path):

@@ -263,7 +263,7 @@ class TerminalSuite(ListSuite):
             tf = load_task_folder(task.payload["path"], most)
         image = self.images.get(task.payload["path"])
         if image is not None and tf.allow_internet:  # egress through the host's network, never its loopback
-            image = image.model_copy(update={"network": "egress"})
+            image = image.model_copy(update={"network": "egress", "egress_hosts": most.internet_hosts})
         return TerminalEnv(task, tf, provider, image)
 
 

@@ -13,7 +13,7 @@ _libc.syscall.restype = ctypes.c_long
 # x86_64 and aarch64 (and every arch using the generic table).
 _NR = (444, 445, 446, 437)
 
-CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 MNT_DETACH = 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 1, 2, 4, 4096, 16384
 MS_PRIVATE, MS_SLAVE, MS_SHARED = 1 << 18, 1 << 19, 1 << 20
@@ -31,6 +31,12 @@ def _fail(what: str) -> OSError:
 def unshare(flags: int) -> None:
     if _libc.unshare(flags) != 0:
         raise _fail("unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    """The calling thread joins the namespace `fd` refers to (e.g. /proc/PID/ns/net, CLONE_NEWNET)."""
+    if _libc.setns(fd, nstype) != 0:
+        raise _fail("setns")
 
 
 def mount(src: str, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
