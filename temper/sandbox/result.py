@@ -20,6 +20,7 @@ class ExecResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     cpu_s: float = 0.0
+    peak_rss_kb: int = 0  # the largest resident set of the command and the children it waited for (wait4)
 
     @property
     def ok(self) -> bool:

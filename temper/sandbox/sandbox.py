@@ -120,7 +120,7 @@ class Sandbox:
             limit = "processes"
         n = meta["stdout_len"]
         r = ExecResult(meta["exit_code"], blob[:n], blob[n:], meta["duration_s"], limit,
-                       meta["stdout_truncated"], meta["stderr_truncated"], meta["cpu_s"])
+                       meta["stdout_truncated"], meta["stderr_truncated"], meta["cpu_s"], meta.get("maxrss_kb") or 0)
         self._audit("exec", argv=argv, cwd=req["cwd"], env=dict(env or {}), stdin_bytes=len(data or b""),
                     stdin_sha256=sha256(data) if data else None, timeout_s=wall, limits=self.config.limits.model_dump(),
                     exit_code=r.exit_code, duration_s=round(r.duration_s, 6), cpu_s=round(r.cpu_s, 4), limit=limit,

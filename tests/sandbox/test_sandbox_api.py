@@ -29,6 +29,17 @@ def test_exec_forms_stdin_env_cwd(sbx: Sandbox) -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", [*MODES, "image"])
+def test_an_exec_reports_the_peak_memory_of_its_processes(mode: str, state_dir: Path, template: Path,
+                                                          image_layers: list[Path], tmp_path: Path) -> None:
+    limits = Limits(memory_mb=512, wall_time_s=30)
+    with Sandbox(make_config(mode, state_dir, template, tmp_path, limits=limits, image_layers=image_layers)) as sb:
+        small = sb.exec("true")
+        big = sb.exec(["bash", "-c", "python3 -c 'x = bytearray(120 << 20); x[::4096] = b\"1\" * len(x[::4096])'"])
+        assert big.exit_code == 0 and big.peak_rss_kb > 120 << 10 > small.peak_rss_kb > 0, (big, small)
+
+
+@pytest.mark.timeout(60)
 def test_python_and_pytest_are_available(sbx: Sandbox) -> None:
     r = sbx.exec("python3 -m pytest -q pkg", timeout=30)
     assert r.exit_code == 0 and b"1 passed" in r.stdout, r.stdout + r.stderr

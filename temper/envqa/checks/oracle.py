@@ -14,26 +14,21 @@ from temper.envs.suites.terminal import TerminalEnv
 from temper.envs.task import Task
 from temper.sandbox.aio import call
 
-# Runs solve.sh under a Python parent, so the peak RSS of its processes can be read back.
-_RSS_WRAP = ("import resource, subprocess, sys\n"
-             "r = subprocess.run(['bash', '/solution/solve.sh'])\n"
-             "open('/tmp/.envqa-rss', 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
-             "sys.exit(r.returncode)\n")
 LOG_CHARS = 2000
 RESOURCE_LIMITS = ("wall_time", "cpu", "memory")  # an output cap is not a resource problem
 
 
 async def _terminal_run(env: TerminalEnv) -> tuple[Reward, dict[str, Any]]:
-    """TerminalEnv.run_oracle, step by step, to time solve.sh alone and read its memory peak."""
+    """TerminalEnv.run_oracle, step by step, to time solve.sh alone and read its memory peak (of the largest of
+    its processes: the sandbox's wait4, so an image without python3 is measured too)."""
     await call(env.sandbox.upload, env.folder.path / "solution", "/solution")
-    r = await env.exec(["python3", "-c", _RSS_WRAP], timeout=env.folder.agent_timeout_s, cwd=env.workdir,
+    r = await env.exec(["bash", "/solution/solve.sh"], timeout=env.folder.agent_timeout_s, cwd=env.workdir,
                        user=env.admin)
-    rss = await env.exec(["cat", "/tmp/.envqa-rss"])
     reward = await env.clean_verify("oracle")  # records how long the task verifies, for agents' timeouts
     log = (r.stdout + r.stderr).decode(errors="replace")[-LOG_CHARS:]
     return reward, {"oracle_exit_code": r.exit_code, "oracle_s": round(r.duration_s, 4), "cpu_s": round(r.cpu_s, 4),
                     "limit": r.limit, "oracle_log": log,
-                    "peak_rss_mb": round(int(rss.text.strip()) / 1024, 1) if rss.ok and rss.text.strip() else None}
+                    "peak_rss_mb": round(r.peak_rss_kb / 1024, 1) if r.peak_rss_kb else None}
 
 
 async def one_run(suite: Suite, task: Task, pool: Any, clock: Clock) -> dict[str, Any]:
