@@ -11,7 +11,7 @@
 #     wheel where a GPU is present), for `orchestrator.backend: vllm`.
 #   - with --with-browser, Debian's chromium (apt-get), where missing: the dashboard's browser tests
 #     drive it headless through playwright (a test dependency; it downloads no browser of its own).
-#   - with --with-images, podman, mmdebstrap and slirp4netns (apt-get), where missing, for task images,
+#   - with --with-images, podman, mmdebstrap, slirp4netns, runc and docker-registry (apt-get), where missing, for task images,
 #     and the Debian base that FROM python:3.13-* maps to, built once from Debian's archive (~1-2 min).
 # Each step is safe to interrupt (Ctrl-C, a kill): a rerun finds a half-done one and redoes it (see
 # docs/sandbox.md, "Interrupted first-time work"; `temper doctor` reports each one's state).
@@ -53,11 +53,12 @@ if [ "$WITH_BROWSER" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 if [ "$WITH_IMAGES" = 1 ] && ! { command -v podman && command -v mmdebstrap && command -v runc \
-        && command -v slirp4netns; } >/dev/null 2>&1; then
+        && command -v slirp4netns && command -v docker-registry; } >/dev/null 2>&1; then
     # slirp4netns: egress for image tasks that ask for the internet; runc: only for `podman run`, the peer
-    # benchmarks/sandbox_bench.py --image times (crun refuses hybrid cgroups)
-    log "installing podman, mmdebstrap, slirp4netns and runc (task images: builds without a daemon, Debian bases)"
-    apt_install podman mmdebstrap slirp4netns runc
+    # benchmarks/sandbox_bench.py --image times (crun refuses hybrid cgroups); docker-registry: the local
+    # registry tests/images/test_image_pull.py pulls from
+    log "installing podman, mmdebstrap, slirp4netns, runc and docker-registry (task images: builds without a daemon, Debian bases)"
+    apt_install podman mmdebstrap slirp4netns runc docker-registry
 fi
 
 PY=${PYTHON:-python3}

@@ -5,10 +5,13 @@ podman keeps its own storage under the image store (`podman/`), apart from the u
 """
 
 import collections
+import hashlib
+import os
 import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ from temper.images.config import ImagesConfig
 from temper.images.dockerfile import Instruction, step_line
 
 TAIL_LINES = 8
+PODMAN_RUNROOT_MAX = 50
 _PODMAN_STEP = re.compile(r"^STEP (\d+)/(\d+): ")
 _DOCKER_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+)/(\d+)\] ")
 
@@ -124,5 +128,15 @@ def choose(cfg: ImagesConfig) -> Tool:
         raise ImageBuildError("no image build tool: podman is not installed and no Docker daemon answers "
                               "(apt-get install podman, or bash scripts/setup.sh --with-images)")
     root = cfg.store / "podman"
-    return Tool("podman", [exe, "--root", str(root / "storage"), "--runroot", str(root / "run"),
+    return Tool("podman", [exe, "--root", str(root / "storage"), "--runroot", str(_runroot(root)),
                            "--cgroup-manager", "cgroupfs", "--events-backend", "file"])
+
+
+def _runroot(root: Path) -> Path:
+    """podman's transient state (locks, pids): beside its storage, unless that path is longer than the 50
+    characters podman accepts (its sockets' paths must fit); then a short folder named after the store."""
+    run = root / "run"
+    if len(str(run)) <= PODMAN_RUNROOT_MAX:
+        return run
+    tmp = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
+    return tmp / f"temper-podman-{hashlib.sha256(str(root).encode()).hexdigest()[:12]}"
