@@ -64,7 +64,7 @@ def _pool(entries: list[Entry], cfg: EnvQAConfig, out: Path) -> Any:
     disk = max([512, *(f.storage_mb for f in folders if f)])
     secs = max([600.0, *(f.agent_timeout_s for f in folders if f)])  # each exec passes the task's own timeout
     limits = Limits(wall_time_s=secs, cpu_time_s=int(secs), memory_mb=mem, disk_mb=disk)
-    return make_pool(SandboxConfig(limits=limits, run_dir=out / "sandbox"), size=cfg.concurrency)
+    return make_pool(SandboxConfig(limits=limits, run_dir=out / "sandbox", task_max=cfg.task_max), size=cfg.concurrency)
 
 
 async def check_task(e: Entry, pool: Any, cfg: EnvQAConfig, client: Any, tokenizer: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from temper.agent.config import AgentConfig
 from temper.config import ConfigModel
+from temper.sandbox.config import TaskMaxima
 
 
 class EnvQAConfig(ConfigModel):
@@ -37,4 +38,7 @@ class EnvQAConfig(ConfigModel):
     ngram: int = Field(13, ge=4)
     # Concurrency: tasks checked at once; each holds one sandbox of the warm pool at a time.
     concurrency: int = Field(2, ge=1)
+    # The operator's maxima for task folders (task.toml's cpus, memory, storage, timeouts) and the internet
+    # a task asking for it gets (task_max.internet, task_max.internet_hosts: docs/sandbox.md).
+    task_max: TaskMaxima = TaskMaxima()
     limit: int | None = Field(None, ge=1)  # only the first N tasks (smoke runs)

@@ -9,6 +9,7 @@ from temper.config import ConfigModel
 from temper.engine import EngineConfig
 from temper.generation.prices import Prices
 from temper.runtime import RuntimeConfig
+from temper.sandbox.config import TaskMaxima
 
 # The agent's temperature when the configuration names none: greedy for one sample per task, this for
 # several (the HumanEval paper's pass@10 setting).
@@ -57,8 +58,18 @@ class EvalConfig(ConfigModel):
     # The agent under evaluation, sampling at agent.temperature / agent.top_p. Unset, the temperature is
     # derived from `samples`: 0 (greedy) for one sample per task, SAMPLED_TEMPERATURE for several.
     agent: AgentConfig = AgentConfig()
+    # The operator's maxima for task folders (task.toml's cpus, memory, storage, timeouts) and the internet
+    # a task asking for it gets (task_max.internet, task_max.internet_hosts: docs/sandbox.md).
+    task_max: TaskMaxima = TaskMaxima()
     engine: EngineConfig = EngineConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+
+    def sandbox_provider(self) -> Any:
+        """Where the episodes get their sandboxes: fresh ones, under the operator's `task_max`."""
+        from temper.envs.sandboxes import SandboxProvider
+        from temper.sandbox import SandboxConfig
+
+        return SandboxProvider(SandboxConfig(task_max=self.task_max))
 
     @model_validator(mode="before")
     @classmethod

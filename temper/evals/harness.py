@@ -105,7 +105,7 @@ async def run_eval(cfg: EvalConfig, grid: bool = False) -> EvalRun:
     if not cfg.suites and not grid:
         raise TemperError("nothing to evaluate: pass --suite SPEC (repeatable) or --grid")
     suites: list[SuiteInput] = [(suite, tasks) for _, suite, tasks in (resolve(s) for s in cfg.suites)]
-    solver: Any = OracleSolver() if cfg.oracle else ModelSolver.load(cfg)
+    solver: Any = OracleSolver(cfg.sandbox_provider()) if cfg.oracle else ModelSolver.load(cfg)
     try:
         return await evaluate(solver, suites, cfg, cfg.out, grid=grid)
     finally:

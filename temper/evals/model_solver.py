@@ -52,7 +52,8 @@ class ModelSolver:
 
     async def solve(self, suite: Suite, task: Task, sample: int) -> Outcome:
         metered = MeteredClient(self.policy.client)
-        result = await run_episode(metered, self.policy.tokenizer, suite, task, self.policy.sandboxes, self.agent(),
+        pool = self.policy.sandboxes or self.cfg.sandbox_provider()
+        result = await run_episode(metered, self.policy.tokenizer, suite, task, pool, self.agent(),
                                    sample_seed(self.cfg.seed, task.id, sample), episode_id=f"s{sample}")
         return Outcome(result.reward, output=result.answer, tokens_in=metered.tokens_in,
                        tokens_out=metered.tokens_out, ttft_s=metered.ttft_s, tpot_s=metered.tpot_s,

@@ -41,8 +41,11 @@ class OracleSolver:
 
     name = "oracle"
 
+    def __init__(self, pool: Any = None) -> None:
+        self.pool = pool  # where its episodes get sandboxes (make_env's `pool`; None: fresh ones, defaults)
+
     async def solve(self, suite: Suite, task: Task, sample: int) -> Outcome:
-        return Outcome(await suite.run_oracle(task), output=task.oracle or "")
+        return Outcome(await suite.run_oracle(task, self.pool), output=task.oracle or "")
 
     def batches(self, suite: Suite) -> bool:
         """Batch only where the suite scores many oracles at once (HumanEval): elsewhere one item's
@@ -51,7 +54,7 @@ class OracleSolver:
 
     async def solve_batch(self, suite: Suite, items: list[tuple[Task, int]]) -> list[Outcome]:
         tasks = [t for t, _ in items]
-        rewards = await suite.run_oracles(tasks)
+        rewards = await suite.run_oracles(tasks, pool=self.pool)
         return [Outcome(r, output=t.oracle or "") for t, r in zip(tasks, rewards, strict=True)]
 
 
@@ -60,8 +63,11 @@ class NoopSolver:
 
     name = "noop"
 
+    def __init__(self, pool: Any = None) -> None:
+        self.pool = pool
+
     async def solve(self, suite: Suite, task: Task, sample: int) -> Outcome:
-        return Outcome(await suite.run_noop(task))
+        return Outcome(await suite.run_noop(task, self.pool))
 
 
 class AnswerSolver:

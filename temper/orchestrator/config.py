@@ -18,6 +18,7 @@ from temper.orchestrator.ray_config import RayConfig
 from temper.rl.config import RLConfig
 from temper.rollout_servers.vllm_config import VllmConfig
 from temper.runtime import RuntimeConfig
+from temper.sandbox.config import TaskMaxima
 
 DEFAULT_SUITE = "arithmetic:op=add,digits=2,n=2000,seed=1"
 DEFAULT_EVAL_SUITE = "arithmetic:op=add,digits=2,n=205,seed=9001"  # 200 distinct problems
@@ -122,6 +123,9 @@ class TrainConfig(ConfigModel):
     out: str | None = None  # run folder; default runs/train-<timestamp>
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # The operator's maxima for task folders (task.toml's cpus, memory, storage, timeouts) and the internet
+    # a task asking for it gets (task_max.internet, task_max.internet_hosts: docs/sandbox.md).
+    task_max: TaskMaxima = Field(default_factory=TaskMaxima)
 
     @field_validator("suites")
     @classmethod

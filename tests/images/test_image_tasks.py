@@ -72,3 +72,29 @@ def test_a_task_that_asks_for_the_internet_gets_the_operators_allowlist(suite, t
     with Sandbox(SandboxConfig(image=images["egress", tuple(hosts)])) as sb:  # the proxy is its only way out
         r = sb.exec("echo $HTTPS_PROXY; python3 -c 'import urllib.request as u; u.urlopen(\"http://example.com\")'")
         assert r.stdout == b"http://127.0.0.1:3128\n" and b"403" in r.stderr, r
+
+
+def test_the_recipes_task_max_reaches_the_episodes_of_train_eval_and_envqa(suite, tmp_path):
+    """`task_max` in a train, eval or envqa recipe is the operator's setting their episodes run under."""
+    from temper.envqa.check_run import _pool
+    from temper.envs.sandboxes import SandboxProvider
+    from temper.evals import EvalConfig, OracleSolver
+    from temper.orchestrator.backends import episode_sandbox
+    from temper.orchestrator.config import TrainConfig
+
+    folder = tmp_path / "tasks/img-net"
+    shutil.copytree(TASKS / "img-env", folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
+    net = parse_spec(f"terminal:path={folder.parent}")
+    task = net.tasks()[0]
+    setting = {"task_max": {"internet_hosts": ["pypi.org"], "memory_mb": 512}}
+    train = episode_sandbox(TrainConfig.from_recipe(setting), str(tmp_path / "run"))
+    evaluation = EvalConfig.from_recipe(setting).sandbox_provider()
+    envqa = _pool([], EnvQAConfig.from_recipe({**setting, "out": str(tmp_path / "qa")}), tmp_path / "qa")
+    try:
+        for pool in (SandboxProvider(train), evaluation, envqa, OracleSolver(evaluation).pool):
+            env = net.make_env(task, pool)
+            assert env.image.egress_hosts == ["pypi.org"] and env.folder.memory_mb == 512, pool
+    finally:
+        envqa.close()

@@ -7,14 +7,20 @@ from typing import Any
 from temper.orchestrator.backends.protocol import Attempt, Backend, BackendExhausted
 
 
+def episode_sandbox(cfg: Any, sandbox_run_dir: str | None) -> Any:
+    """The SandboxConfig of a training run's episodes: its run folder's, under the recipe's `task_max`."""
+    from temper.sandbox import SandboxConfig
+
+    return SandboxConfig(task_max=cfg.task_max, **({"run_dir": sandbox_run_dir} if sandbox_run_dir else {}))
+
+
 def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None, run_dir: Any = None,
                  dtype: str = "float32") -> Any:
     """The backend `cfg.orchestrator.backend` names; `run_dir` holds managed servers' logs, `dtype` is theirs."""
     from temper.orchestrator.rollout_worker import WorkerSpec  # imports this package's protocol
-    from temper.sandbox import SandboxConfig
 
     o, spec = cfg.orchestrator, WorkerSpec.of(cfg)
-    sandbox = SandboxConfig(run_dir=sandbox_run_dir) if sandbox_run_dir else SandboxConfig()
+    sandbox = episode_sandbox(cfg, sandbox_run_dir)
     if o.backend == "remote":
         from temper.orchestrator.backends.remote import RemoteBackend
 
@@ -33,4 +39,4 @@ def make_backend(cfg: Any, suite_specs: list[str], sandbox_run_dir: str | None, 
     return LocalBackend(cfg.model, cfg.engine, suite_specs, spec, o.num_workers, sandbox, device=cfg.runtime.device)
 
 
-__all__ = ["Attempt", "Backend", "BackendExhausted", "make_backend"]
+__all__ = ["Attempt", "Backend", "BackendExhausted", "episode_sandbox", "make_backend"]
