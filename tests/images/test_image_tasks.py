@@ -51,17 +51,23 @@ def test_envqa_says_ok_for_every_image_task(suite, tmp_path):
         assert t["oracle"]["passes"] == 1 and t["trivial"] is False and t["hackable"] is False
 
 
-def test_a_task_that_asks_for_the_internet_gets_the_operators_allowlist(suite, tmp_path):
-    from temper.envs.sandboxes import SandboxProvider
-    from temper.sandbox import Sandbox, SandboxConfig
-    from temper.sandbox.config import TaskMaxima
-
+@pytest.fixture
+def net_task(suite, tmp_path):
+    """(its suite, the task) of img-env asking for the internet (allow_internet = true)."""
     folder = tmp_path / "tasks/img-net"
     shutil.copytree(TASKS / "img-env", folder)
     toml = folder / "task.toml"
     toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
     net = parse_spec(f"terminal:path={folder.parent}")
-    task = net.tasks()[0]
+    return net, net.tasks()[0]
+
+
+def test_a_task_that_asks_for_the_internet_gets_the_operators_allowlist(net_task):
+    from temper.envs.sandboxes import SandboxProvider
+    from temper.sandbox import Sandbox, SandboxConfig
+    from temper.sandbox.config import TaskMaxima
+
+    net, task = net_task
     hosts = ["pypi.org", "files.pythonhosted.org"]
     images = {}
     for most, network, egress in ((TaskMaxima(internet_hosts=hosts), "egress", hosts),
@@ -74,7 +80,7 @@ def test_a_task_that_asks_for_the_internet_gets_the_operators_allowlist(suite, t
         assert r.stdout == b"http://127.0.0.1:3128\n" and b"403" in r.stderr, r
 
 
-def test_the_recipes_task_max_reaches_the_episodes_of_train_eval_and_envqa(suite, tmp_path):
+def test_the_recipes_task_max_reaches_the_episodes_of_train_eval_and_envqa(net_task, tmp_path):
     """`task_max` in a train, eval or envqa recipe is the operator's setting their episodes run under."""
     from temper.envqa.check_run import _pool
     from temper.envs.sandboxes import SandboxProvider
@@ -82,12 +88,7 @@ def test_the_recipes_task_max_reaches_the_episodes_of_train_eval_and_envqa(suite
     from temper.orchestrator.backends import episode_sandbox
     from temper.orchestrator.config import TrainConfig
 
-    folder = tmp_path / "tasks/img-net"
-    shutil.copytree(TASKS / "img-env", folder)
-    toml = folder / "task.toml"
-    toml.write_text(toml.read_text().replace("allow_internet = false", "allow_internet = true"))
-    net = parse_spec(f"terminal:path={folder.parent}")
-    task = net.tasks()[0]
+    net, task = net_task
     setting = {"task_max": {"internet_hosts": ["pypi.org"], "memory_mb": 512}}
     train = episode_sandbox(TrainConfig.from_recipe(setting), str(tmp_path / "run"))
     evaluation = EvalConfig.from_recipe(setting).sandbox_provider()
