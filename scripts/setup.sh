@@ -12,7 +12,8 @@
 #   - with --with-browser, Debian's chromium (apt-get), where missing: the dashboard's browser tests
 #     drive it headless through playwright (a test dependency; it downloads no browser of its own).
 #   - with --with-images, podman, mmdebstrap, slirp4netns, runc and docker-registry (apt-get), where missing, for task images,
-#     and the Debian base that FROM python:3.13-* maps to, built once from Debian's archive (~1-2 min).
+#     and the Debian bases that FROM python:3.13-* and FROM mcr.microsoft.com/playwright/python:* map to, built
+#     once from Debian's archive (~1-2 min each).
 # Each step is safe to interrupt (Ctrl-C, a kill): a rerun finds a half-done one and redoes it (see
 # docs/sandbox.md, "Interrupted first-time work"; `temper doctor` reports each one's state).
 # Usage: bash scripts/setup.sh [--with-vllm] [--with-browser] [--with-images]   (runtime + test dependencies)
@@ -91,6 +92,9 @@ fi
 # The sandbox Python (temper/sandbox): a read-only Python with pytest that sandboxes mount.
 bash scripts/setup_sandbox_python.sh
 if [ "$WITH_VLLM" = 1 ]; then bash scripts/setup_vllm.sh; fi
-# The base the image tests build on (cached in the image store, /var/cache/temper/images as root: a rerun finds it).
-if [ "$WITH_IMAGES" = 1 ]; then .venv/bin/temper image base python:3.13-slim-bookworm; fi
+# The bases the image and web tests build on (cached in the image store, /var/cache/temper/images as root: a rerun
+# finds them): Debian trixie with Python, and with Debian's chromium and playwright for the web tasks' verifiers.
+if [ "$WITH_IMAGES" = 1 ]; then
+    .venv/bin/temper image base python:3.13-slim-bookworm mcr.microsoft.com/playwright/python:v1.65.2-noble
+fi
 log "ready: $("$VPY" -c 'import torch, temper; print("temper", temper.__version__, "torch", torch.__version__)')"

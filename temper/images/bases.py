@@ -48,7 +48,8 @@ def resolve(ref: str, cfg: ImagesConfig) -> tuple[str, BaseImage] | None:
 
 def describe(base: BaseImage) -> str:
     extra = " + python3 (pip, venv)" if base.python else ""
-    return f"Debian {base.suite}{extra}" + (f" + {', '.join(base.packages)}" if base.packages else "")
+    return (f"Debian {base.suite}{extra}" + (f" + {', '.join(base.packages)}" if base.packages else "")
+            + (f" + pip {', '.join(base.pip)}" if base.pip else ""))
 
 
 def host_certificates(cfg: ImagesConfig) -> list[Path]:
@@ -81,6 +82,9 @@ def mmdebstrap_argv(base: BaseImage, cfg: ImagesConfig, out: Path) -> list[str]:
         argv.append('--customize-hook=chroot "$1" update-ca-certificates >/dev/null')
     if base.python:  # as the python images: pip installs into the system Python
         argv.append('--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED')
+    if base.pip:
+        reqs = " ".join(shlex.quote(r) for r in base.pip)
+        argv.append(f'--customize-hook=chroot "$1" python3 -m pip install --quiet --no-cache-dir {reqs}')
     return [*argv, base.suite, str(out), cfg.mirror]
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from temper.config import ConfigModel
 from temper.firsttime import temper_home
@@ -26,10 +26,26 @@ class BaseImage(ConfigModel):
     python: bool = Field(False, description="Add python3 with pip and venv, `python` as python3, and let pip "
                          "install into the system Python as the python images do (no EXTERNALLY-MANAGED).")
     packages: list[str] = Field(default_factory=list, description="More Debian packages to include.")
+    pip: list[str] = Field(default_factory=list, description="PyPI requirements (pinned: name==version) pip installs "
+                           "into the base's system Python at build time (python: true).")
+
+    @model_validator(mode="after")
+    def _pip_needs_python(self) -> "BaseImage":
+        if self.pip and not self.python:
+            raise ValueError("pip: needs python: true (pip installs into the base's system Python)")
+        return self
 
 
 def _python(suite: str) -> BaseImage:
     return BaseImage(suite=suite, python=True)
+
+
+# The browser tasks' image (docs/envs.md, web tasks): Microsoft's playwright/python images carry Ubuntu, Python,
+# playwright and its own browsers; where no registry answers, Debian's chromium, fonts and the same playwright
+# (pinned as the test dependency is, in pyproject.toml) stand in, the browser at /usr/bin/chromium.
+PLAYWRIGHT = "playwright==1.65.2"
+WEB_BASE = BaseImage(suite="trixie", python=True, packages=["chromium", "fonts-dejavu-core", "fonts-liberation"],
+                     pip=[PLAYWRIGHT])
 
 
 DEFAULT_BASES: dict[str, BaseImage] = {
@@ -40,6 +56,7 @@ DEFAULT_BASES: dict[str, BaseImage] = {
     "debian:12*": BaseImage(suite="bookworm"),
     "debian:*": BaseImage(suite="trixie"),
     "ubuntu:*": BaseImage(suite="trixie"),
+    "playwright/python:*": WEB_BASE,
 }
 
 

@@ -123,6 +123,7 @@ def plan_image(cfg: SandboxConfig, info_fd: int, block_fd: int, upper: Path) -> 
     init.update(template_root=TEMPLATES, env=env,
                 folders={"mode": "image", "rw_root": RW, "disk_bytes": cfg.limits.disk_mb << 20, "layers": layers,
                          "volumes": [{"dest": m.dest, "size": m.size_mb and m.size_mb << 20} for m in cfg.mounts],
+                         "workdir": img.workdir or "/",
                          "dns": "10.0.2.3" if img.network == "egress" and not img.egress_proxy else None})
     return a, Plan("image", img.workdir or "/", {}, init)
 

@@ -50,6 +50,7 @@ VERIFIER_ENV = {
 }
 _CONTROL_LOCKS: dict[str, asyncio.Lock] = {}  # one control run at a time per task (folder digest)
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks" / "terminal"
+CONTAINER_PIDS = 2048  # an image task's processes and threads: podman's default pids_limit
 BACKGROUND = ("You are working in a Linux sandbox without network access. The task's files are in /app, "
               "the working directory. Use the tools to inspect and change files and to run commands; "
               "when the task is done, call submit.")
@@ -68,9 +69,11 @@ class TerminalEnv(SandboxEnv):
         if image is None:
             sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
                                wall_time_s=folder.agent_timeout_s)
-        else:  # as a container: the writable layer is on disk, memory is bounded by its cgroup, not RLIMIT_AS
+        else:  # as a container: the writable layer is on disk, memory is bounded by its cgroup, not RLIMIT_AS,
+            # processes and threads by podman's default pids limit (a browser alone runs ~100 threads)
             sb_limits = Limits(cpus=folder.cpus, memory_mb=folder.memory_mb, disk_mb=folder.storage_mb,
-                               file_size_mb=folder.storage_mb, address_space_mb=0, wall_time_s=folder.agent_timeout_s)
+                               file_size_mb=folder.storage_mb, address_space_mb=0, wall_time_s=folder.agent_timeout_s,
+                               processes=CONTAINER_PIDS)
             self.background = IMAGE_BACKGROUND.format(workdir=image.workdir)
         limits = TaskLimits(agent_timeout_s=folder.agent_timeout_s, verifier_timeout_s=folder.verifier_timeout_s)
         super().__init__(task, pool, limits, None if image else folder.workspace(), sb_limits, image=image)

@@ -28,6 +28,7 @@ class ImageFolders(fsops.Folders):
         self.layers: list[str] = spec["layers"]  # in-sandbox folders, lowest first
         self.volumes: list[dict] = spec.get("volumes", [])  # scratch mounts: a folder, or a tmpfs of `size`
         self.dns: str | None = spec.get("dns")  # egress: the forwarder /etc/resolv.conf names
+        self.workdir: str = spec.get("workdir", "/")
         self.overlay = True
 
     def build(self) -> None:
@@ -49,6 +50,8 @@ class ImageFolders(fsops.Folders):
         os.chmod(shm, 0o1777)
         native.mount(shm, f"{ROOT}/dev/shm", None, native.MS_BIND)
         self.mounted += [f"{ROOT}/proc", f"{ROOT}/proc/sys", f"{ROOT}/dev", f"{ROOT}/dev/shm"]
+        if self.workdir != "/":  # as a container runtime does, made where the image lacks it (buildah's WORKDIR
+            os.close(fsops._open_dirs(ROOT, self.workdir.lstrip("/"), self.workdir))  # makes it only for a RUN)
         for vol in self.volumes:  # made (no link followed) before any command runs; sized ones on a tmpfs
             os.close(fsops._open_dirs(ROOT, vol["dest"].lstrip("/"), vol["dest"]))
             if vol.get("size"):

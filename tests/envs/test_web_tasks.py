@@ -1,0 +1,69 @@
+"""The web suite: pages verified by rendering them in a real headless Chromium inside the task's image (Debian's
+chromium and playwright, the base that `FROM mcr.microsoft.com/playwright/python:*` maps to). The oracle scores 1
+on every component, doing nothing 0, and a page with the right content but no layout gets exactly the
+components that hold for how it renders."""
+
+import asyncio
+import shutil
+
+import pytest
+
+from temper.envs import parse_spec
+from temper.images.config import PLAYWRIGHT
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+UNSTYLED = """<!doctype html><html><body><h1>Our team</h1>
+<div class="card"><h2>Ada Lovelace</h2><p>Engineer</p></div>
+<div class="card"><h2>Grace Hopper</h2><p>Admiral</p></div>
+<div class="card"><h2>Alan Turing</h2><p>Scientist</p></div></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def suite():
+    if not (shutil.which("podman") and shutil.which("mmdebstrap")):  # scripts/setup.sh --with-images
+        pytest.fail("podman and mmdebstrap are needed: bash scripts/setup.sh --with-images", pytrace=False)
+    s = parse_spec("web")
+    s.tasks()  # builds the images (once; kept by content)
+    return s
+
+
+def test_every_web_task_scores_its_oracle_1_and_a_no_op_0(suite):
+    tasks = suite.tasks()
+    assert tasks and all(t.suite == "web" and "image" in t.payload for t in tasks)
+
+    async def both(task):
+        return await suite.run_oracle(task), await suite.run_noop(task)
+
+    for task in tasks:
+        oracle, noop = asyncio.run(both(task))
+        assert oracle.ok and oracle.value == 1.0 and set(oracle.components.values()) == {1.0}, (
+            task.payload["name"], oracle.components, oracle.info.get("test_output"))
+        assert noop.ok and noop.value == 0.0, (task.payload["name"], noop.components)
+
+
+def test_a_page_scores_what_its_rendering_shows(suite):
+    """Right content, no CSS: the cards stack at any width (a column, full width) and have no border."""
+    task = next(t for t in suite.tasks() if t.payload["name"] == "web-team-cards")
+
+    async def unstyled():
+        async with suite.make_env(task) as env:
+            await env.reset()
+            await env.exec(f"cat > /app/index.html <<'HTML'\n{UNSTYLED}\nHTML")
+            reward = await env.verify()
+            shot = await env.exec("head -c 8 /logs/verifier/screenshot.png | od -An -c")
+            return reward, shot.text
+
+    reward, shot = asyncio.run(unstyled())
+    assert reward.components == {"heading": 1.0, "cards": 1.0, "wide_row": 0.0, "narrow_column": 1.0,
+                                 "borders": 0.0, "no_console_errors": 1.0}, reward.info.get("test_output")
+    assert reward.value == pytest.approx(4 / 6) and "P   N   G" in shot  # the render it was judged on is kept
+
+
+def test_the_browser_base_pins_the_playwright_the_tests_use():
+    import tomllib
+    from pathlib import Path
+
+    deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pins = [d for group in deps["project"]["optional-dependencies"].values() for d in group if "playwright" in d]
+    assert pins == [PLAYWRIGHT], pins
