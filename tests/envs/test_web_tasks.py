@@ -42,22 +42,36 @@ def test_every_web_task_scores_its_oracle_1_and_a_no_op_0(suite):
         assert noop.ok and noop.value == 0.0, (task.payload["name"], noop.components)
 
 
-def test_a_page_scores_what_its_rendering_shows(suite):
-    """Right content, no CSS: the cards stack at any width (a column, full width) and have no border."""
-    task = next(t for t in suite.tasks() if t.payload["name"] == "web-team-cards")
+NO_COUNT = "sed -i 's|<p id=\"count\">Items: 0</p>||' /app/index.html && sed -i '/count.textContent/d' /app/list.js"
+PARTIAL = {  # task: (what the page is made of, the components its rendering earns)
+    "web-team-cards": (f"cat > /app/index.html <<'HTML'\n{UNSTYLED}\nHTML", {  # no CSS: a column at any width
+        "heading": 1.0, "cards": 1.0, "wide_row": 0.0, "narrow_column": 1.0, "borders": 0.0,
+        "no_console_errors": 1.0}),
+    "web-item-list": (NO_COUNT, {  # the oracle's page without its counter: typing and clicking still work
+        "labelled_input": 1.0, "add": 1.0, "clears_input": 1.0, "blank_ignored": 1.0, "enter_adds": 1.0,
+        "remove": 1.0, "count": 0.0, "no_console_errors": 1.0}),
+}
 
-    async def unstyled():
+
+@pytest.mark.parametrize("name", sorted(PARTIAL))
+def test_a_page_scores_what_its_rendering_shows(suite, name):
+    task = next(t for t in suite.tasks() if t.payload["name"] == name)
+    make, expected = PARTIAL[name]
+
+    async def partial():
         async with suite.make_env(task) as env:
             await env.reset()
-            await env.exec(f"cat > /app/index.html <<'HTML'\n{UNSTYLED}\nHTML")
+            if name == "web-item-list":
+                await env.run_solution()
+            assert (await env.exec(make)).exit_code == 0
             reward = await env.verify()
             shot = await env.exec("head -c 8 /logs/verifier/screenshot.png | od -An -c")
             return reward, shot.text
 
-    reward, shot = asyncio.run(unstyled())
-    assert reward.components == {"heading": 1.0, "cards": 1.0, "wide_row": 0.0, "narrow_column": 1.0,
-                                 "borders": 0.0, "no_console_errors": 1.0}, reward.info.get("test_output")
-    assert reward.value == pytest.approx(4 / 6) and "P   N   G" in shot  # the render it was judged on is kept
+    reward, shot = asyncio.run(partial())
+    assert reward.components == expected, reward.info.get("test_output")
+    assert reward.value == pytest.approx(sum(expected.values()) / len(expected))
+    assert "P   N   G" in shot  # the render it was judged on is kept
 
 
 def test_the_browser_base_pins_the_playwright_the_tests_use():
