@@ -81,3 +81,17 @@ def test_the_browser_base_pins_the_playwright_the_tests_use():
     deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     pins = [d for group in deps["project"]["optional-dependencies"].values() for d in group if "playwright" in d]
     assert pins == [PLAYWRIGHT], pins
+
+
+def test_envqa_says_ok_for_every_web_task(suite, tmp_path):
+    """Rendering is deterministic enough to reproduce: the oracle passes twice alike, no-op and echo fail, and
+    the resource fit is measured in the browser image (its memory peak from the sandbox, no Python wrapper)."""
+    from temper.envqa import EnvQAConfig, run_envqa
+
+    cfg = EnvQAConfig.from_recipe(dict(suite="web", policy=False, oracle_runs=2, concurrency=2, out=str(tmp_path)))
+    report = asyncio.run(run_envqa(cfg))
+    names = sorted(t.payload["name"] for t in suite.tasks())
+    assert {t["path"].rsplit("/", 1)[-1]: t["verdicts"] for t in report["tasks"]} == {n: ["ok"] for n in names}
+    for t in report["tasks"]:
+        assert t["oracle"]["passes"] == 2 and t["oracle"]["agree"] and t["trivial"] is False
+        assert t["hackable"] is False and 0 < t["memory_margin"] < 1
