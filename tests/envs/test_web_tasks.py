@@ -95,3 +95,28 @@ def test_envqa_says_ok_for_every_web_task(suite, tmp_path):
     for t in report["tasks"]:
         assert t["oracle"]["passes"] == 2 and t["oracle"]["agree"] and t["trivial"] is False
         assert t["hackable"] is False and 0 < t["memory_margin"] < 1
+
+
+def test_the_agents_render_tool_describes_the_page_as_chromium_lays_it_out(suite):
+    from temper.agent.tools import BUILTIN, ToolContext
+
+    task = next(t for t in suite.tasks() if t.payload["name"] == "web-team-cards")
+
+    async def look():
+        async with suite.make_env(task) as env:
+            await env.reset()
+            assert "render" in env.tools
+            ctx = ToolContext(env=env)
+            await BUILTIN["write_file"](ctx, {"path": "index.html", "content": UNSTYLED.replace(
+                "<body>", "<head><title>Our team</title></head><body><script>oops()</script>")})
+            seen = await BUILTIN["render"](ctx, {"page": "index.html", "width": 900})
+            shot = await env.exec("head -c 4 /tmp/render-900.png | od -An -c")
+            return seen, shot.text
+
+    seen, shot = asyncio.run(look())
+    assert seen.startswith("exit code 0\nindex.html at 900 px wide: HTTP 200, title 'Our team'"), seen
+    assert "oops is not defined" in seen  # the console error the page raised
+    cards = [line for line in seen.splitlines() if line.strip().startswith("div.card at")]
+    ys = [int(line.split("at (")[1].split(",")[1].split(")")[0]) for line in cards]
+    assert len(cards) == 3 and ys == sorted(ys) and len(set(ys)) == 3  # no CSS: stacked, as rendered
+    assert 'h2 "Ada Lovelace"' in seen and "P   N   G" in shot

@@ -5,6 +5,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
@@ -110,6 +111,23 @@ async def shell(ctx: ToolContext, keys: str = "", wait: float = 2.0) -> str:
     return text + ("" if out.alive else "\n(the shell exited; the next call starts a new one)")
 
 
+RENDER_PROGRAM = (Path(__file__).with_name("render_page.py")).read_text()
+
+
+@tool
+async def render(ctx: ToolContext, page: str = "index.html", width: int = 1200) -> str:
+    """Open a page of your site in the sandbox's headless Chromium (web tasks) and describe what renders: its title,
+    console errors and the visible elements with their positions and sizes. Use it to check your work.
+
+    Args:
+        page: the page's path relative to the working directory (served as the site's root)
+        width: the browser window's width in pixels
+    """
+    shot = f"/tmp/render-{int(width)}.png"
+    argv = ["python3", "-", page, str(int(width)), shot]
+    return await _exec(ctx, argv, RENDER_PROGRAM, 60)
+
+
 @tool
 async def read_file(ctx: ToolContext, path: str) -> str:
     """Read a text file from the sandbox.
@@ -204,4 +222,4 @@ def _reraise_crash(exc: Exception) -> None:
 
 
 BUILTIN: dict[str, Tool] = {t.name: t for t in (bash, shell, python, read_file, write_file, list_files, calculator,
-                                                 submit)}
+                                                 render, submit)}

@@ -6,9 +6,11 @@ this suite is their shipped set under its own name and domain.
 """
 
 from pathlib import Path
+from typing import Any
 
 from temper.envs.registry import register_suite
-from temper.envs.suites.terminal import TerminalSuite
+from temper.envs.suites.terminal import TerminalEnv, TerminalSuite
+from temper.envs.task import Task
 
 SHIPPED_WEB = Path(__file__).resolve().parent.parent / "tasks" / "web"
 
@@ -19,6 +21,13 @@ class WebSuite(TerminalSuite):
 
     def __init__(self, path: str = "", images: str = "on") -> None:
         super().__init__(path or str(SHIPPED_WEB), images)
+
+    def make_env(self, task: Task, pool: Any = None) -> TerminalEnv:
+        """A terminal task's environment, with the `render` tool: the agent opens its own page in the image's
+        Chromium before it submits (plan, execute, verify, refine)."""
+        env = super().make_env(task, pool)
+        env.tools = (*(t for t in env.tools if t != "submit"), "render", "submit")
+        return env
 
 
 register_suite("web")(WebSuite)
