@@ -43,9 +43,15 @@ def test_every_web_task_scores_its_oracle_1_and_a_no_op_0(suite):
 
 
 NO_COUNT = "sed -i 's|<p id=\"count\">Items: 0</p>||' /app/index.html && sed -i '/count.textContent/d' /app/list.js"
+# The checker rewrites sales.csv (six regions, new figures): a chart of the five rows the agent saw, copied in, fails.
+CHART_FROM_CONSTANTS = ("sed -i 's|^fetch(\"sales.csv\")|Promise.resolve(\"region,sales\\\\nNorth,120\\\\nSouth,45\\\\n"
+                        "East,300\\\\nWest,210\\\\nCentral,90\")|; s|^  .then((res) => res.text())||' /app/chart.js")
 PARTIAL = {  # task: (what the page is made of, the components its rendering earns)
     "web-team-cards": (f"cat > /app/index.html <<'HTML'\n{UNSTYLED}\nHTML", {  # no CSS: a column at any width
         "heading": 1.0, "cards": 1.0, "wide_row": 0.0, "narrow_column": 1.0, "borders": 0.0,
+        "no_console_errors": 1.0}),
+    "web-bar-chart": (CHART_FROM_CONSTANTS, {  # the oracle's chart, over numbers copied into the page
+        "svg": 1.0, "bars": 0.0, "proportional": 0.0, "baseline": 0.0, "no_overlap": 0.0, "labels": 0.0,
         "no_console_errors": 1.0}),
     "web-item-list": (NO_COUNT, {  # the oracle's page without its counter: typing and clicking still work
         "labelled_input": 1.0, "add": 1.0, "clears_input": 1.0, "blank_ignored": 1.0, "enter_adds": 1.0,
@@ -61,7 +67,7 @@ def test_a_page_scores_what_its_rendering_shows(suite, name):
     async def partial():
         async with suite.make_env(task) as env:
             await env.reset()
-            if name == "web-item-list":
+            if name != "web-team-cards":  # the oracle's page, then spoilt
                 await env.run_solution()
             assert (await env.exec(make)).exit_code == 0
             reward = await env.verify()
