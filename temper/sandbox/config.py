@@ -83,10 +83,9 @@ class TaskMaxima(ConfigModel):
     internet: bool = Field(True, description="Whether a task's allow_internet = true is granted (image tasks: "
                            "egress through the host's network); false: every task gets loopback only.")
     internet_hosts: list[str] = Field(["*"], min_length=1, description=(
-        "Where a task granted the internet may connect: '*' among them: anywhere (a route out, slirp4netns); else "
-        "host or "
-        "host:port patterns (shell wildcards, e.g. '*.pythonhosted.org'), reached only through an allowlisting "
-        "HTTP(S) proxy on the sandbox's own 127.0.0.1:3128 that every command's HTTP(S)_PROXY names."))
+        "Where a task granted the internet may connect: with '*' among them anywhere (a route out, slirp4netns); "
+        "else only these host or host:port patterns (shell wildcards, e.g. '*.pythonhosted.org'), through an "
+        "allowlisting HTTP(S) proxy on the sandbox's own 127.0.0.1:3128 that every command's HTTP(S)_PROXY names."))
 
 
 class ImageRoot(ConfigModel):
@@ -102,8 +101,8 @@ class ImageRoot(ConfigModel):
         "loopback", description="loopback: the sandbox's own only; egress: also out through the host's network "
         "(never the host's loopback), for a task that asks for the internet.")
     egress_hosts: list[str] = Field(["*"], min_length=1, description=(
-        "With egress: '*' among them: anywhere (slirp4netns), else only these host or host:port patterns, through an "
-        "allowlisting proxy on 127.0.0.1:3128 (TaskMaxima.internet_hosts)."))
+        "With egress: with '*' among them anywhere (slirp4netns), else only these host or host:port patterns, "
+        "through an allowlisting proxy on 127.0.0.1:3128 (TaskMaxima.internet_hosts)."))
 
     @property
     def egress_proxy(self) -> bool:

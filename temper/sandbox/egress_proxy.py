@@ -15,6 +15,7 @@ import os
 import select
 import socket
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from temper.sandbox.inside import native
 log = logging.getLogger("temper.sandbox")
 PORT = 3128  # the squid port: what a program told "a proxy on localhost" tries first
 HEAD_LIMIT = 64 << 10
+MAX_CONNECTIONS = 64  # open at once per sandbox (a thread each, on the host): more are refused with a 503
 
 
 class EgressProxy:
@@ -37,6 +39,7 @@ class EgressProxy:
         self.connections = {"allowed": 0, "refused": 0}
         self._listener = _listen_in(pid, PORT)
         self._stop_r, self._stop_w = os.pipe()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         threading.Thread(target=self._serve, name=f"egress-{sandbox_id}", daemon=True).start()
 
     def allowed(self, host: str, port: int) -> bool:
@@ -45,7 +48,12 @@ class EgressProxy:
                    for p in self.hosts)
 
     def stop(self) -> None:
-        os.write(self._stop_w, b"x")
+        """Ends the accepting thread (connections in flight end with the sandbox's network)."""
+        fd, self._stop_w = self._stop_w, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):  # the thread has gone already: nobody reads
+                os.write(fd, b"x")
+            os.close(fd)
 
     def _serve(self) -> None:
         try:
@@ -53,12 +61,20 @@ class EgressProxy:
                 ready, _, _ = select.select([self._listener, self._stop_r], [], [])
                 if self._stop_r in ready:
                     return
-                conn, _ = self._listener.accept()
+                try:
+                    conn, _ = self._listener.accept()
+                except OSError as exc:  # out of descriptors, say: the next connection may fare better
+                    log.warning("sandbox %s: egress proxy: %s", self.id, exc)
+                    time.sleep(0.1)
+                    continue
+                if not self._slots.acquire(blocking=False):
+                    self._reply(conn, 503, f"more than {MAX_CONNECTIONS} connections open at once")
+                    conn.close()
+                    continue
                 threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
         finally:
             self._listener.close()
             os.close(self._stop_r)
-            os.close(self._stop_w)
 
     def _handle(self, conn: socket.socket) -> None:
         upstream = None
@@ -87,11 +103,12 @@ class EgressProxy:
             conn.close()
             if upstream is not None:
                 upstream.close()
+            self._slots.release()
 
 
     def _reply(self, conn: socket.socket, code: int, text: str) -> None:
         body = f"temper: {text}\n".encode()
-        reason = {403: b"Forbidden", 502: b"Bad Gateway"}[code]
+        reason = {403: b"Forbidden", 502: b"Bad Gateway", 503: b"Service Unavailable"}[code]
         with contextlib.suppress(OSError):
             conn.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                          b"Connection: close\r\n\r\n%s" % (code, reason, len(body), body))

@@ -16,6 +16,7 @@ import pytest
 from conftest import IMAGE_UID_BASE
 
 from temper.sandbox import ImageRoot, Sandbox, SandboxConfig, SandboxError
+from temper.sandbox.result import ShellOutput
 
 # Docker's and Podman's default capabilities for root: chown dac_override fowner fsetid kill setgid setuid setpcap
 # net_bind_service net_raw sys_chroot mknod audit_write setfcap
@@ -118,23 +119,33 @@ def test_root_inside_has_a_runtimes_default_capabilities_and_no_way_out(image_cf
             sb.write_file("/app/escape/x", "x")
 
 
+def shell_until(sb: Sandbox, keys: str, needle: str, timeout: float = 30) -> tuple[ShellOutput, str]:
+    """Type `keys`, then read on (as an agent does) until `needle` shows: a loaded machine may print the
+    terminal's echo of the line well before the command's own output. The first call's result, and all text."""
+    first = sb.shell(keys)
+    text, deadline = first.text, time.monotonic() + timeout
+    while needle not in text and time.monotonic() < deadline:
+        text += sb.shell("", wait_s=1).text
+    return first, text
+
+
 def test_the_interactive_shell_keeps_its_state_until_reset(image_cfg):
-    with Sandbox(image_cfg) as sb:
-        first = sb.shell("cd /tmp && X=5 && echo ready\n")
-        assert first.started and first.alive and "ready\n" in first.text
-        nxt = sb.shell("pwd; echo $X; id -u\n")
-        assert not nxt.started and "/tmp\n5\n0\n" in nxt.text  # the same shell, as the image's root
+    with Sandbox(image_cfg) as sb:  # each needle is output only a command prints, never the typed line's echo
+        first, text = shell_until(sb, "cd /tmp && X=5 && echo ready\n", "\nready\n")
+        assert first.started and first.alive and "\nready\n" in text
+        nxt, text = shell_until(sb, "pwd; echo $X; id -u\n", "\n/tmp\n5\n0\n")
+        assert not nxt.started and "\n/tmp\n5\n0\n" in text  # the same shell, as the image's root
         assert sb.shell("sleep 100\n", wait_s=0.3).text.startswith("sleep 100")
         while "sleep" not in sb.exec("cat /proc/*/comm").text:  # Ctrl-C only once it runs: before, bash took it
             time.sleep(0.05)
         assert "^C" in sb.shell("\x03", wait_s=1).text
-        assert "\nafter\n" in sb.shell("echo af''ter\n").text  # run, not just echoed back by the terminal
+        assert "\nafter\n" in shell_until(sb, "echo af''ter\n", "\nafter\n")[1]  # run, not just echoed
         gone = sb.shell("exit\n", wait_s=10, quiet_s=10)  # returns when its terminal closes, however loaded
         assert not gone.alive and sb.shell("pwd\n").started  # a new one, in the WORKDIR again
         sb.shell("Z=9; sleep 300 &\n")
         sb.reset()
-        again = sb.shell("echo ${Z:-unset}; cat /proc/*/comm | grep -c sleep\n")
-        assert again.started and "unset\n0\n" in again.text
+        again, text = shell_until(sb, "echo ${Z:-unset}; cat /proc/*/comm | grep -c sleep\n", "\nunset\n0\n")
+        assert again.started and "\nunset\n0\n" in text
 
 
 def test_a_pool_keeps_warm_sandboxes_per_image_and_hands_them_back_clean(image_cfg):
@@ -265,6 +276,9 @@ def test_egress_to_an_allowlist_goes_through_the_proxy_and_nowhere_else(image_cf
             assert sb.exec("echo $HTTPS_PROXY $no_proxy").stdout == b"http://127.0.0.1:3128 localhost,127.0.0.1,::1\n"
             proxy = sb._live()._egress
             assert proxy.connections == {"allowed": 4, "refused": 1}
+            hog = ("import socket, time\nheld = [socket.create_connection(('127.0.0.1', 3128)) for _ in range(64)]\n"
+                   "time.sleep(0.5)\ns = socket.create_connection(('127.0.0.1', 3128))\nprint(s.recv(100).decode())")
+            assert b"503 Service Unavailable" in sb.exec(["python3", "-c", hog]).stdout  # a host thread each: bounded
             seen = [(r["host"], r["port"], r["allowed"]) for r in _audit_records(sb) if r["op"] == "egress"]
             assert (test_host, 8090, False) in seen and seen.count((test_host, 8089, True)) == 2
     finally:
