@@ -129,6 +129,15 @@ def shell_until(sb: Sandbox, keys: str, needle: str, timeout: float = 30) -> tup
     return first, text
 
 
+def wait_until(ok, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_the_interactive_shell_keeps_its_state_until_reset(image_cfg):
     with Sandbox(image_cfg) as sb:  # each needle is output only a command prints, never the typed line's echo
         first, text = shell_until(sb, "cd /tmp && X=5 && echo ready\n", "\nready\n")
@@ -138,7 +147,11 @@ def test_the_interactive_shell_keeps_its_state_until_reset(image_cfg):
         assert sb.shell("sleep 100\n", wait_s=0.3).text.startswith("sleep 100")
         while "sleep" not in sb.exec("cat /proc/*/comm").text:  # Ctrl-C only once it runs: before, bash took it
             time.sleep(0.05)
-        assert "^C" in sb.shell("\x03", wait_s=1).text
+        for _ in range(5):  # Ctrl-C until sleep is gone (once, on a loaded CI machine, one was not enough)
+            sb.shell("\x03", wait_s=1)
+            if wait_until(lambda: "sleep" not in sb.exec("cat /proc/*/comm").text, 3):
+                break
+        assert "sleep" not in sb.exec("cat /proc/*/comm").text
         assert "\nafter\n" in shell_until(sb, "echo af''ter\n", "\nafter\n")[1]  # run, not just echoed
         gone = sb.shell("exit\n", wait_s=10, quiet_s=10)  # returns when its terminal closes, however loaded
         assert not gone.alive and sb.shell("pwd\n").started  # a new one, in the WORKDIR again
@@ -202,7 +215,9 @@ def test_host():
         run("-n", ns, "link", "set", inner, "up")
         code = ("import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
                 "s.bind(('10.213.7.2', 8089)); s.listen()\nwhile True:\n c, _ = s.accept(); c.settimeout(5)\n"
-                " try:\n  c.recv(65536); c.sendall(b'HTTP/1.0 200 OK\\r\\n\\r\\nhello from the test host\\n')\n"
+                " try:\n  got = b''\n  while b'\\r\\n\\r\\n' not in got and (more := c.recv(65536)): got += more\n"
+                "  c.sendall(b'HTTP/1.0 200 OK\\r\\n\\r\\nhello from the test host\\n'); c.shutdown(socket.SHUT_WR)\n"
+                "  while c.recv(65536): pass\n"  # the whole request read, the reply sent, then closed: never a reset
                 " except OSError: pass\n c.close()")
         server = subprocess.Popen([ip, "netns", "exec", ns, sys.executable, "-c", code])
         time.sleep(0.5)
