@@ -3,6 +3,7 @@
 import asyncio
 import concurrent.futures
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -37,6 +38,62 @@ def test_an_exec_reports_the_peak_memory_of_its_processes(mode: str, state_dir: 
         small = sb.exec("true")
         big = sb.exec(["bash", "-c", "python3 -c 'x = bytearray(120 << 20); x[::4096] = b\"1\" * len(x[::4096])'"])
         assert big.exit_code == 0 and big.peak_rss_kb > 120 << 10 > small.peak_rss_kb > 0, (big, small)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", [*MODES, "image"])
+def test_commands_start_with_no_signal_ignored_whatever_the_host_ignores(mode: str, state_dir: Path, template: Path,
+                                                                         image_layers: list[Path],
+                                                                         tmp_path: Path) -> None:
+    """A host run in the background ignores SIGINT and SIGQUIT, one under nohup SIGHUP: ignored signals pass
+    through exec, and once they reached the shell's `sleep`, Ctrl-C could not stop it (a CI rehearsal)."""
+    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)}
+    try:
+        with Sandbox(make_config(mode, state_dir, template, tmp_path, image_layers=image_layers)) as sb:
+            if mode == "landlock":  # Landlock hides /proc/self/status; and it has no interactive shell
+                ask = "import signal as s; print([n for n in (1, 2, 3) if s.getsignal(n) == s.SIG_IGN])"
+                assert sb.exec(["python3", "-c", ask]).stdout == b"[]\n"
+                return
+            assert not standard_signals_ignored(sb, "self")
+            sb.shell("sleep 100\n", wait_s=0.3)
+            sleeping = "for p in /proc/[0-9]*; do read -r c < $p/comm && [ $c = sleep ] && echo $p; done"
+            deadline = time.monotonic() + 10
+            while not sb.exec(sleeping).stdout and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not standard_signals_ignored(sb, sb.exec(sleeping).text.strip())  # what bash passes to its jobs
+            sb.shell("\x03", wait_s=1)
+            deadline = time.monotonic() + 10
+            while sb.exec(sleeping).stdout and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not sb.exec(sleeping).stdout  # one Ctrl-C stopped it
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
+@pytest.mark.timeout(60)
+def test_an_exec_kills_what_it_left_but_spares_the_interactive_shell_and_its_jobs(state_dir: Path, template: Path,
+                                                                                  tmp_path: Path) -> None:
+    """bwrap mode: what an exec starts dies with it, but the shell's session is not the exec's (a kill(-1)
+    sweep once took the shell along, so that an agent mixing exec and shell lost its shell at every exec)."""
+    with Sandbox(make_config("bwrap", state_dir, template, tmp_path)) as sb:
+        assert sb.shell("cd /tmp; X=7; sleep 300 &\n").started
+        assert sb.exec("setsid sleep 200 & sleep 201 & echo started").stdout == b"started\n"
+        r = sb.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").text
+        assert "sleep 300" in r and "sleep 200" not in r and "sleep 201" not in r
+        again = sb.shell("echo $X $(pwd)\n")
+        text = again.text + sb.shell("", wait_s=1).text
+        assert not again.started and "7 /tmp" in text  # the same shell, its state kept
+        sb.reset()
+        assert "sleep 300" not in sb.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").text  # a reset takes it all
+
+
+def standard_signals_ignored(sb: Sandbox, proc: str) -> int:
+    """The signals 1-31 process `proc` ignores, as a mask (glibc's posix_spawn ignores its own internal 32
+    and 33 in every child it starts, as it must)."""
+    line = sb.exec(f"grep SigIgn /proc/{proc.removeprefix('/proc/')}/status")
+    assert line.stdout.startswith(b"SigIgn:"), line
+    return int(line.stdout.split()[1], 16) & 0x7FFF_FFFF
 
 
 @pytest.mark.timeout(60)

@@ -14,6 +14,16 @@ import time
 import native
 
 CHUNK = 1 << 16
+# Every command starts with every signal at its default action, as in a container. Python ignores SIGPIPE
+# and SIGXFSZ, and an ignored signal passes through exec: a host run in the background (SIGINT, SIGQUIT) or
+# under nohup (SIGHUP) would otherwise hand its sandboxes commands that Ctrl-C cannot stop.
+DEFAULT_SIGNALS = tuple(sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}))
+
+
+def default_signals() -> None:
+    """In a forked child before exec: every signal back to its default action (see DEFAULT_SIGNALS)."""
+    for sig in DEFAULT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
 
 
 class Jail:
@@ -282,6 +292,40 @@ def _kill_all(jail: Jail) -> None:
             time.sleep(0.0002)  # SIGKILLed processes take a moment to become zombies
 
 
+def started_at(pid: int) -> bytes | None:
+    """When process `pid` started (clock ticks since boot, from /proc): with its pid, a process's identity,
+    which a pid alone is not once the pid is reused. None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def kill_all_but_session(session: int, deadline_s: float = 5.0) -> None:
+    """Kill and reap every process of the sandbox but pid 1, us and those of session `session` (the
+    interactive shell and its jobs, which outlive each exec). kill(-1) would take the shell too, so: scan,
+    kill, reap, until a scan finds no one. It ends: a SIGKILLed process forks no more, and what one forked
+    before it died is found by the next scan. A process stuck in uninterruptible I/O is left at `deadline_s`."""
+    me, end = os.getpid(), time.monotonic() + deadline_s
+    while True:
+        _reap()
+        left = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in (1, me):
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        if int(f.read().rsplit(b")", 1)[1].split()[3]) != session:
+                            left.append(int(name))
+                except (OSError, IndexError, ValueError):
+                    continue  # gone meanwhile
+        if not left or time.monotonic() > end:
+            return
+        for pid in left:
+            _kill_quietly(pid)
+        time.sleep(0.0002)  # SIGKILLed processes take a moment to become zombies
+
+
 def _victims(mode: str) -> list[int]:
     """Signal what is left; return what may still be alive ([0]: something, pids unknown)."""
     if mode == "ns":
@@ -345,8 +389,7 @@ def reap_all(deadline_s: float = 5.0) -> None:
 def _child(jail: Jail, argv: list[str], env: dict[str, str], cwd: str, in_r: int, out_w: int, err_w: int) -> None:
     try:
         os.setsid()
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; exec would pass that on
-            signal.signal(sig, signal.SIG_DFL)
+        default_signals()
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)

@@ -21,7 +21,6 @@ import native
 import proc
 import wire
 
-RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU)  # Python ignores some; commands must not
 MAX_MESSAGE = 128 * 1024
 # A container runtime's default capabilities for root (Docker's, Podman's): chown, dac_override, fowner,
 # fsetid, kill, setgid, setuid, setpcap, net_bind_service, net_raw, sys_chroot, mknod, audit_write, setfcap.
@@ -140,6 +139,7 @@ def _serve(sock: socket.socket, jail: object) -> None:
     if image:
         native.limit_capabilities(CONTAINER_CAPS)  # root's commands get a container runtime's default set
     native.prctl(native.PR_SET_DUMPABLE, 0)
+    shell: tuple[int, bytes | None] = (0, None)  # the interactive shell: (pid, started_at), spared by sweeps
     while True:
         try:
             data, fds, _, _ = _recv_fds(sock, MAX_MESSAGE, 3)
@@ -151,12 +151,14 @@ def _serve(sock: socket.socket, jail: object) -> None:
             os.set_inheritable(fd, False)
         msg = wire.loads(data)
         if msg["op"] == "cleanup":
-            _sweep(jail.kill)
+            _sweep(jail.kill)  # the shell too: this is a reset
+            shell = (0, None)
             sock.send(b"{}")
             continue
         if msg["op"] == "pty":  # a shell on a terminal of its own, left running: the supervisor keeps its master
             try:
                 pid, master = _pty_shell(msg, image)
+                shell = (pid, proc.started_at(pid))
             except (OSError, KeyError) as exc:
                 sock.send(wire.dumps({"error": str(exc).strip('"')}).encode())
                 continue
@@ -170,7 +172,7 @@ def _serve(sock: socket.socket, jail: object) -> None:
                 os.chdir(msg["cwd"])
                 actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(fds)]
                 pid = os.posix_spawn(msg["exe"], msg["argv"], msg["env"], file_actions=actions, setsid=True,
-                                     setsigdef=RESET_SIGNALS)
+                                     setsigdef=proc.DEFAULT_SIGNALS)
         except (OSError, KeyError) as exc:
             code = 127 if getattr(exc, "errno", None) == 2 else 126
             sock.send(wire.dumps({"error": str(exc).strip('"'), "code": code}).encode())
@@ -188,17 +190,21 @@ def _serve(sock: socket.socket, jail: object) -> None:
         if image:  # what it left running keeps running, as in a container; orphans that ended are reaped
             _reap_orphans()
         else:
-            _sweep(jail.kill)  # what it left running dies now: one message instead of a second request
+            _sweep(jail.kill, shell)  # what it left running dies now: one message instead of a second request
         sock.send(wire.dumps({"status": status, "cpu_s": usage.ru_utime + usage.ru_stime,
                               "maxrss_kb": usage.ru_maxrss, "swept": not image}).encode())
 
 
-def _sweep(mode: str) -> None:
+def _sweep(mode: str, shell: tuple[int, bytes | None] = (0, None)) -> None:
     """kill(-1) reaches every process of our uid that we may signal but ourselves and pid 1:
     the commands' (the supervisor is pid 1, or outside our Landlock domain). We are their
-    subreaper, so we then reap them all."""
+    subreaper, so we then reap them all. While the interactive shell runs (its pid and start time still
+    match `shell`), its session is spared: its jobs outlive each exec, until a reset."""
     if not proc.kill_all_is_safe(mode, os.getppid()):  # never as root, never outside a sandbox
         raise RuntimeError(f"refusing kill(-1) here (mode {mode}, uid {os.getuid()})")
+    if shell[0] and proc.started_at(shell[0]) == shell[1]:
+        proc.kill_all_but_session(shell[0])
+        return
     for _ in range(2):
         try:  # noqa: SIM105 - contextlib would cost start-up time here
             os.kill(-1, signal.SIGKILL)
@@ -221,8 +227,7 @@ def _pty_shell(msg: dict, image: bool) -> tuple[int, int]:
     try:
         os.setsid()
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-        for sig in RESET_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
+        proc.default_signals()
         for i in range(3):
             os.dup2(slave, i)
         os.closerange(3, 1 << 16)
@@ -283,14 +288,13 @@ def _fork_exec(msg: dict, fds: list) -> int:
         os.chdir(msg["cwd"])
         actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(fds)]
         return os.posix_spawn(_which(msg["argv"][0], env), msg["argv"], env, file_actions=actions, setsid=True,
-                              setsigdef=RESET_SIGNALS)
+                              setsigdef=proc.DEFAULT_SIGNALS)
     pid = os.fork()
     if pid:
         return pid
     try:
         os.setsid()
-        for sig in RESET_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
+        proc.default_signals()
         for i, fd in enumerate(fds):
             os.dup2(fd, i)
         os.closerange(3, 1 << 16)
