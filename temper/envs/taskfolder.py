@@ -48,6 +48,7 @@ class TaskFolder:
     difficulty: str | None = None
     category: str | None = None
     tags: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)  # [metadata] tools: the external programs the task expects used
     agent_timeout_s: float = 600.0
     verifier_timeout_s: float = 120.0
     cpus: float = 1.0
@@ -218,16 +219,17 @@ def load_task_folder(path: Path | str, maxima: TaskMaxima | None = None) -> Task
         if not isinstance(t, dict):
             raise TaskFolderError(f"{where}: [{k}] must be a table")
     meta = tables["metadata"]
-    tags = meta.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise TaskFolderError(f"{where}: metadata.tags must be a list of strings")
+    for key in ("tags", "tools"):
+        listed = meta.get(key, [])
+        if not isinstance(listed, list) or not all(isinstance(t, str) and t for t in listed):
+            raise TaskFolderError(f"{where}: metadata.{key} must be a list of strings")
     for key in ("difficulty", "category"):
         if key in meta and not isinstance(meta[key], str):
             raise TaskFolderError(f"{where}: metadata.{key} must be a string")
     env = tables["environment"]
     tf = TaskFolder(
         path=folder, instruction=instruction, difficulty=meta.get("difficulty"), category=meta.get("category"),
-        tags=list(tags),
+        tags=list(meta.get("tags", [])), tools=list(meta.get("tools", [])),
         agent_timeout_s=_num(tables["agent"], "timeout_sec", f"{where}: agent", 600.0, most, "agent_timeout_s"),
         verifier_timeout_s=_num(tables["verifier"], "timeout_sec", f"{where}: verifier", 120.0, most,
                                 "verifier_timeout_s"),

@@ -43,9 +43,12 @@ def _python(suite: str) -> BaseImage:
 # The browser tasks' image (docs/envs.md, web tasks): Microsoft's playwright/python images carry Ubuntu, Python,
 # playwright and its own browsers; where no registry answers, Debian's chromium, fonts and the same playwright
 # (pinned as the test dependency is, in pyproject.toml) stand in, the browser at /usr/bin/chromium.
+# The asset tools the web tasks expect an agent to reach for are in it too: sassc (SCSS), ImageMagick and optipng
+# (raster images, favicons), Pillow, and trimesh with fast-simplification (meshes).
 PLAYWRIGHT = "playwright==1.65.2"
-WEB_BASE = BaseImage(suite="trixie", python=True, packages=["chromium", "fonts-dejavu-core", "fonts-liberation"],
-                     pip=[PLAYWRIGHT])
+WEB_BASE = BaseImage(suite="trixie", python=True,
+                     packages=["chromium", "fonts-dejavu-core", "fonts-liberation", "sassc", "imagemagick", "optipng"],
+                     pip=[PLAYWRIGHT, "pillow==13.0.0", "numpy==2.5.5", "trimesh==5.2.0", "fast-simplification==0.2.0"])
 
 
 DEFAULT_BASES: dict[str, BaseImage] = {

@@ -24,6 +24,7 @@ from temper.sandbox.host import SupervisorHandle
 from temper.sandbox.result import ExecResult, FileEntry, FileList, ShellOutput
 
 SHELL = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
+AUDIT_TEXT = 4096  # an audit record keeps the head of typed keys and of stdin as text (what a command ran)
 KEEP: Any = object()  # reset(template=KEEP): keep the current template
 
 
@@ -122,7 +123,9 @@ class Sandbox:
         r = ExecResult(meta["exit_code"], blob[:n], blob[n:], meta["duration_s"], limit,
                        meta["stdout_truncated"], meta["stderr_truncated"], meta["cpu_s"], meta.get("maxrss_kb") or 0)
         self._audit("exec", argv=argv, cwd=req["cwd"], env=dict(env or {}), stdin_bytes=len(data or b""),
-                    stdin_sha256=sha256(data) if data else None, timeout_s=wall, limits=self.config.limits.model_dump(),
+                    stdin_sha256=sha256(data) if data else None,
+                    stdin_head=data[:AUDIT_TEXT].decode(errors="replace") if data else None,
+                    timeout_s=wall, limits=self.config.limits.model_dump(),
                     exit_code=r.exit_code, duration_s=round(r.duration_s, 6), cpu_s=round(r.cpu_s, 4), limit=limit,
                     stdout_bytes=len(r.stdout), stdout_sha256=sha256(r.stdout), stderr_bytes=len(r.stderr),
                     stderr_sha256=sha256(r.stderr), truncated=r.stdout_truncated or r.stderr_truncated)
@@ -145,7 +148,8 @@ class Sandbox:
                 req["user"] = user if user is not None else self.config.image.user
             meta, raw = sup.call(req, timeout=wait_s + 15)
         out = ShellOutput(raw, bool(meta["started"]), bool(meta["alive"]))
-        self._audit("shell", keys_bytes=len(keys), keys_sha256=sha256(keys.encode()), output_bytes=len(raw),
+        self._audit("shell", keys=keys[:AUDIT_TEXT], keys_bytes=len(keys), keys_sha256=sha256(keys.encode()),
+                    output_bytes=len(raw),
                     output_sha256=sha256(raw), started=out.started, alive=out.alive)
         return out
 

@@ -4,7 +4,10 @@ on every component, doing nothing 0, and a page with the right content but no la
 components that hold for how it renders."""
 
 import asyncio
+import base64
+import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +15,17 @@ from temper.envs import parse_spec
 from temper.images.config import PLAYWRIGHT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+CATEGORIES = {"layout", "forms", "game", "dataviz", "accessibility", "assets"}
 
 UNSTYLED = """<!doctype html><html><body><h1>Our team</h1>
 <div class="card"><h2>Ada Lovelace</h2><p>Engineer</p></div>
 <div class="card"><h2>Grace Hopper</h2><p>Admiral</p></div>
 <div class="card"><h2>Alan Turing</h2><p>Scientist</p></div></body></html>"""
+
+
+TASKS = Path(__file__).resolve().parents[2] / "temper" / "envs" / "tasks" / "web"
+NAMES = sorted(p.parent.name for p in TASKS.glob("*/task.toml"))
+PARTIAL = {p.stem: json.loads(p.read_text()) for p in (Path(__file__).parent / "web_partial").glob("*.json")}
 
 
 @pytest.fixture(scope="module")
@@ -28,56 +37,38 @@ def suite():
     return s
 
 
-def test_every_web_task_scores_its_oracle_1_and_a_no_op_0(suite):
-    tasks = suite.tasks()
-    assert tasks and all(t.suite == "web" and "image" in t.payload for t in tasks)
-
-    async def both(task):
-        return await suite.run_oracle(task), await suite.run_noop(task)
-
-    for task in tasks:
-        oracle, noop = asyncio.run(both(task))
-        assert oracle.ok and oracle.value == 1.0 and set(oracle.components.values()) == {1.0}, (
-            task.payload["name"], oracle.components, oracle.info.get("test_output"))
-        assert noop.ok and noop.value == 0.0, (task.payload["name"], noop.components)
+def task_named(suite, name):
+    return next(t for t in suite.tasks() if t.payload["name"] == name)
 
 
-NO_COUNT = "sed -i 's|<p id=\"count\">Items: 0</p>||' /app/index.html && sed -i '/count.textContent/d' /app/list.js"
-# The checker rewrites sales.csv (six regions, new figures): a chart of the five rows the agent saw, copied in, fails.
-CHART_FROM_CONSTANTS = ("sed -i 's|^fetch(\"sales.csv\")|Promise.resolve(\"region,sales\\\\nNorth,120\\\\nSouth,45\\\\n"
-                        "East,300\\\\nWest,210\\\\nCentral,90\")|; s|^  .then((res) => res.text())||' /app/chart.js")
-PARTIAL = {  # task: (what the page is made of, the components its rendering earns)
-    "web-team-cards": (f"cat > /app/index.html <<'HTML'\n{UNSTYLED}\nHTML", {  # no CSS: a column at any width
-        "heading": 1.0, "cards": 1.0, "wide_row": 0.0, "narrow_column": 1.0, "borders": 0.0,
-        "no_console_errors": 1.0}),
-    "web-bar-chart": (CHART_FROM_CONSTANTS, {  # the oracle's chart, over numbers copied into the page
-        "svg": 1.0, "bars": 0.0, "proportional": 0.0, "baseline": 0.0, "no_overlap": 0.0, "labels": 0.0,
-        "no_console_errors": 1.0}),
-    "web-item-list": (NO_COUNT, {  # the oracle's page without its counter: typing and clicking still work
-        "labelled_input": 1.0, "add": 1.0, "clears_input": 1.0, "blank_ignored": 1.0, "enter_adds": 1.0,
-        "remove": 1.0, "count": 0.0, "no_console_errors": 1.0}),
-}
+def test_the_web_suite_ships_twenty_tasks_across_its_categories_each_with_a_wrong_page():
+    from temper.envs.taskfolder import load_task_folder
+
+    categories = {n: load_task_folder(TASKS / n).category for n in NAMES}
+    assert len(NAMES) >= 20 and set(categories.values()) == CATEGORIES, categories
+    assert set(PARTIAL) <= set(NAMES) and {categories[n] for n in PARTIAL} == CATEGORIES  # a wrong page per category
 
 
 @pytest.mark.parametrize("name", sorted(PARTIAL))
-def test_a_page_scores_what_its_rendering_shows(suite, name):
-    task = next(t for t in suite.tasks() if t.payload["name"] == name)
-    make, expected = PARTIAL[name]
+def test_a_wrong_page_scores_below_1_on_the_component_it_breaks(suite, name):
+    """Each case (tests/envs/web_partial/NAME.json): the oracle's page spoilt (or a page of its own), and the
+    exact components its rendering earns."""
+    case = PARTIAL[name]
 
     async def partial():
-        async with suite.make_env(task) as env:
+        async with suite.make_env(task_named(suite, name)) as env:
             await env.reset()
-            if name != "web-team-cards":  # the oracle's page, then spoilt
+            if case["after_solution"]:
                 await env.run_solution()
-            assert (await env.exec(make)).exit_code == 0
-            reward = await env.verify()
-            shot = await env.exec("head -c 8 /logs/verifier/screenshot.png | od -An -c")
-            return reward, shot.text
+            made = await env.exec(case["make"], user="root")
+            assert made.exit_code == 0, made
+            return await env.verify()
 
-    reward, shot = asyncio.run(partial())
-    assert reward.components == expected, reward.info.get("test_output")
-    assert reward.value == pytest.approx(sum(expected.values()) / len(expected))
-    assert "P   N   G" in shot  # the render it was judged on is kept
+    reward = asyncio.run(partial())
+    assert reward.components == case["expected"], reward.info.get("test_output")
+    assert reward.value == pytest.approx(sum(case["expected"].values()) / len(case["expected"]))
+    assert reward.value < 1
+    assert base64.b64decode(reward.info["screenshot_png"]).startswith(b"\x89PNG")  # kept with the episode
 
 
 def test_the_browser_base_pins_the_playwright_the_tests_use():
@@ -90,16 +81,17 @@ def test_the_browser_base_pins_the_playwright_the_tests_use():
 
 
 def test_envqa_says_ok_for_every_web_task(suite, tmp_path):
-    """Rendering is deterministic enough to reproduce: the oracle passes twice alike, no-op and echo fail, and
-    the resource fit is measured in the browser image (its memory peak from the sandbox, no Python wrapper)."""
+    """Each task's oracle scores 1 three times alike (rendering is deterministic), no-op and echo score 0, the
+    tamper run cannot fake a render, and the resource fit is measured in the browser image (its memory peak from
+    the sandbox, no Python wrapper)."""
     from temper.envqa import EnvQAConfig, run_envqa
 
-    cfg = EnvQAConfig.from_recipe(dict(suite="web", policy=False, oracle_runs=2, concurrency=2, out=str(tmp_path)))
+    cfg = EnvQAConfig.from_recipe(dict(suite="web", policy=False, oracle_runs=3, concurrency=2, out=str(tmp_path)))
     report = asyncio.run(run_envqa(cfg))
     names = sorted(t.payload["name"] for t in suite.tasks())
     assert {t["path"].rsplit("/", 1)[-1]: t["verdicts"] for t in report["tasks"]} == {n: ["ok"] for n in names}
     for t in report["tasks"]:
-        assert t["oracle"]["passes"] == 2 and t["oracle"]["agree"] and t["trivial"] is False
+        assert t["oracle"]["passes"] == 3 and t["oracle"]["agree"] and t["trivial"] is False
         assert t["hackable"] is False and 0 < t["memory_margin"] < 1
 
 

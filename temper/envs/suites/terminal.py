@@ -162,7 +162,7 @@ class TerminalEnv(SandboxEnv):
             why = prep.stderr.decode(errors="replace")[-300:]
             return broken_by_agent(f"cannot clear /logs/verifier: {why}")
         try:  # /tests is emptied by the sandbox's supervisor, then sealed read-only for every command
-            await call(self.sandbox.upload, self.folder.path / "tests", "/tests", read_only=True)
+            await call(self.sandbox.upload, self.tests_folder(), "/tests", read_only=True)
         except SandboxError as exc:
             if is_sandbox_crash(exc) or not exc.errno:  # no errno: the host's side failed (e.g. staging)
                 raise
@@ -199,6 +199,10 @@ class TerminalEnv(SandboxEnv):
             return reward
         return verifier_broken("tests/test.sh wrote no /logs/verifier/reward.txt or reward.json", info)
 
+    def tests_folder(self) -> Path:
+        """What is uploaded to /tests for the verifier: the task's tests/."""
+        return self.folder.path / "tests"
+
     async def run_solution(self) -> ExecResult:
         """solution/solve.sh in the workspace, as the agent would have worked there."""
         await call(self.sandbox.upload, self.folder.path / "solution", "/solution")
@@ -216,6 +220,7 @@ class TerminalSuite(ListSuite):
     name = "terminal"
     domain = "terminal"
     needs_sandbox = True
+    env_class: type[TerminalEnv] = TerminalEnv
 
     def __init__(self, path: str = "", images: str = "on") -> None:
         super().__init__()
@@ -267,7 +272,7 @@ class TerminalSuite(ListSuite):
         image = self.images.get(task.payload["path"])
         if image is not None and tf.allow_internet:  # egress through the host's network, never its loopback
             image = image.model_copy(update={"network": "egress", "egress_hosts": most.internet_hosts})
-        return TerminalEnv(task, tf, provider, image)
+        return self.env_class(task, tf, provider, image)
 
 
 register_suite("terminal")(TerminalSuite)

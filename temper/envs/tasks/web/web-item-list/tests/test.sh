@@ -1,3 +1,3 @@
 #!/bin/bash
 mkdir -p /logs/verifier
-python3 /tests/verify.py
+PYTHONPATH=/tests python3 /tests/verify.py
