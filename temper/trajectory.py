@@ -11,6 +11,12 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# Keys of `Trajectory.info` an episode copies from its reward's info (temper.envs.reward.episode_info): the
+# task's category, the external tools it expected and those the agent ran, and the verifier's final screenshot
+# (a base64 PNG, in the last context window's trajectory only; the dashboard shows it with the tool calls).
+EPISODE_INFO = ("category", "tools_expected", "tools_used", "expected_tool_used")
+SCREENSHOT = "screenshot_png"
+
 
 class FailureKind(StrEnum):
     """Why an episode failed for reasons that are not the agent's fault (masked out of the loss)."""

@@ -28,7 +28,7 @@ from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.tools.builtin import settle
 from temper.agent.transcript import Transcript
 from temper.envs.env import Environment, StepResult
-from temper.envs.reward import Reward
+from temper.envs.reward import Reward, episode_info
 from temper.envs.sandboxes import crash_reward, is_sandbox_crash
 from temper.generation.protocol import ChatTokenizer, GenerationClient, SamplingParams
 from temper.trajectory import FailureKind
@@ -266,8 +266,7 @@ class Episode:
             timings=dict(self.timings),
             info={"window": i, "windows": len(windows), "prefix_len": w.prefix_len, "suite": task.suite,
                   "turns": sum(t.window == i for t in self.turns), **tool_counts,
-                  "actions": turn_actions(self.turns, i),
-                  **({"error": reward.info["error"]}
-                                                                       if "error" in reward.info else {})},
+                  "actions": turn_actions(self.turns, i), **episode_info(reward, i == len(windows) - 1),
+                  **({"error": reward.info["error"]} if "error" in reward.info else {})},
         ) for i, w in enumerate(windows)]
         return EpisodeResult(task, trajs, reward, self.turns, self.messages, self.last_text)

@@ -21,6 +21,7 @@ from temper.dashboard import store_query
 from temper.dashboard.episode_view import advantage, run_tokenizer, spans
 from temper.dashboard.folders import Folder, discover, kind_of, resolve
 from temper.dashboard.run_folder import RunFolder, numeric_series
+from temper.trajectory import SCREENSHOT
 
 HERE = Path(__file__).parent
 
@@ -152,7 +153,9 @@ def create_app(roots: list[Path]) -> FastAPI:
         tok = run_tokenizer(run.path, config)
         return dash.render(request, "episode.html", key=f, row=row, traj=traj, adv=adv, group=group,
                            spans=spans(traj, tok, adv), decoded=tok is not None,
-                           actions=(traj.get("info") or {}).get("actions", []))
+                           actions=(traj.get("info") or {}).get("actions", []),
+                           screenshot=(traj.get("info") or {}).get(SCREENSHOT),
+                           info={k: v for k, v in (traj.get("info") or {}).items() if k != SCREENSHOT})
 
     eval_pages.register(app, dash)
     return app

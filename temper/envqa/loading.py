@@ -53,8 +53,11 @@ def load_entries(spec: str, limit: int | None = None) -> tuple[Suite, list[Entry
         return suite, [Entry(t.id, f"{spec}#{i}", suite, t, spec=spec) for i, t in enumerate(tasks)]
     entries = []
     for folder in find_task_folders(suite.root)[:limit]:
-        sub = TerminalSuite(str(folder))  # one suite per folder: a bad folder fails alone
-        sub.spec = f"terminal:path={folder.resolve()}"
+        # one suite per folder, of the suite's own kind (a web task verifies as the web suite does): a bad
+        # folder fails alone
+        images = "on" if suite.use_images else "off"
+        sub = type(suite)(str(folder), images)
+        sub.spec = f"{suite.name}:path={folder.resolve()}" + ("" if suite.use_images else ",images=off")
         try:
             (task,) = sub.tasks()
         except TemperError as exc:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from temper.trajectory import FailureKind
+from temper.trajectory import EPISODE_INFO, SCREENSHOT, FailureKind
 
 UNIT = (0.0, 1.0)
 
@@ -81,3 +81,11 @@ def in_range(reward: Reward, reward_range: tuple[float, float] | None) -> Reward
         return reward
     return Reward(value=0.0, info={**reward.info, "reward_out_of_range": reward.value,
                                    "error": f"reward {reward.value!r} outside [{lo:g}, {hi:g}]"})
+
+
+def episode_info(reward: Reward, last_window: bool) -> dict[str, Any]:
+    """The part of `reward.info` an episode's trajectory keeps (EPISODE_INFO; the screenshot in the last window)."""
+    out = {k: reward.info[k] for k in EPISODE_INFO if reward.info.get(k) is not None}
+    if last_window and reward.info.get(SCREENSHOT):
+        out[SCREENSHOT] = reward.info[SCREENSHOT]
+    return out

@@ -8,6 +8,7 @@ from typing import Any
 from temper.agent.config import AgentConfig
 from temper.agent.episode import tool_call_counts
 from temper.agent.runner import sample_seed
+from temper.envs.reward import episode_info
 from temper.envs.suite import Suite
 from temper.envs.task import Task
 from temper.episode_runner import EpisodeRunner, open_runner, run_episode
@@ -59,7 +60,8 @@ class ModelSolver:
                        tokens_out=metered.tokens_out, ttft_s=metered.ttft_s, tpot_s=metered.tpot_s,
                        turns=len(result.turns), info={"windows": len(result.trajectories),
                                                       "kv_cache_mb": self._kv_mb(metered.max_context),
-                                                      **tool_call_counts(result.turns)})
+                                                      **tool_call_counts(result.turns),
+                                                      **episode_info(result.reward, last_window=True)})
 
     def _kv_mb(self, tokens: int) -> float | None:
         """KV cache memory of the item's longest sequence: the memory that grows with context length

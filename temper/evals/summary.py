@@ -68,6 +68,12 @@ def summarize_suite(records: list[ItemRecord], samples: int, threshold: float = 
     out["domains"] = {d: metrics(rs, samples, threshold, resamples) for d, rs in sorted(by_domain.items())}
     ok = [r for r in records if r.ok]
     out["tool_calls"] = tool_call_rates(ok)
+    by_category: dict[str, list[ItemRecord]] = defaultdict(list)
+    for r in ok:
+        if r.info.get("category"):
+            by_category[r.info["category"]].append(r)
+    if by_category:  # e.g. the web suite's: how often each kind of task got the external tool it expects
+        out["categories"] = {c: category_rates(rs) for c, rs in sorted(by_category.items())}
     out["usage"] = {
         "tokens_in_mean": mean([r.tokens_in for r in ok]),
         "tokens_out_mean": mean([r.tokens_out for r in ok]),
@@ -106,6 +112,16 @@ def tool_call_rates(records: list[ItemRecord]) -> dict[str, Any]:
     with_one = sum(r.info["tool_calls"] > r.info["tool_errors"] for r in counted)
     return {"calls": calls, "correct": correct, "correct_rate": _num(correct / calls) if calls else None,
             "episodes_with_correct_call": _num(with_one / len(counted)) if counted else None}
+
+
+def category_rates(records: list[ItemRecord]) -> dict[str, Any]:
+    """One task category's items: tool calls per item (mean), and over items whose task expects an external
+    tool ([metadata] tools) and whose commands could be read, the share where the agent ran one."""
+    judged = [r for r in records if "expected_tool_used" in r.info]
+    return {"items": len(records), "tool_calls_mean": mean([r.info.get("tool_calls", 0) for r in records]),
+            "tools_expected_items": len(judged),
+            "expected_tool_used_rate": _num(sum(r.info["expected_tool_used"] for r in judged) / len(judged))
+            if judged else None}
 
 
 def _num(x: float) -> float | None:

@@ -24,7 +24,7 @@ from typing import Any
 from temper.agent.config import AgentConfig
 from temper.agent.episode import EpisodeResult, TurnRecord, turn_actions
 from temper.envs.env import Environment
-from temper.envs.reward import Reward
+from temper.envs.reward import Reward, episode_info
 from temper.envs.sandboxes import crash_reward
 from temper.envs.suite import Suite
 from temper.envs.task import Task
@@ -111,6 +111,7 @@ def _result(task: Task, state: EpisodeState, reward: Reward, program: ProgramRes
                                truncated=truncated, timings=dict(timings),
                                info={**info, "window": i, "windows": len(rec.segments),
                                      "actions": turn_actions(turns, i),
+                                     **episode_info(reward, i == len(rec.segments) - 1),
                                      **({"constrained": rec.constrained(i)} if rec.constrained(i) else {})})
              for i, seg in enumerate(rec.segments)]
     answer = program.stdout.strip() if program else ""

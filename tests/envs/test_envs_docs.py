@@ -15,7 +15,7 @@ def _blocks() -> list[tuple[str, str]]:
 
 def test_files_shown_in_the_guide_are_the_example_files() -> None:
     shown = [(body.split("\n", 1)) for _, body in _blocks() if body.startswith("# file: ")]
-    assert len(shown) == 6
+    assert len(shown) == 7
     for header, body in shown:
         path = ROOT / header.removeprefix("# file: ").strip()
         assert path.read_text() == body, f"docs/envs.md shows a different {path}"

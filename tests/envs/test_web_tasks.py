@@ -29,9 +29,13 @@ PARTIAL = {p.stem: json.loads(p.read_text()) for p in (Path(__file__).parent / "
 
 
 @pytest.fixture(scope="module")
-def suite():
+def image_tools():
     if not (shutil.which("podman") and shutil.which("mmdebstrap")):  # scripts/setup.sh --with-images
         pytest.fail("podman and mmdebstrap are needed: bash scripts/setup.sh --with-images", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def suite(image_tools):
     s = parse_spec("web")
     s.tasks()  # builds the images (once; kept by content)
     return s
@@ -118,3 +122,63 @@ def test_the_agents_render_tool_describes_the_page_as_chromium_lays_it_out(suite
     ys = [int(line.split("at (")[1].split(",")[1].split(")")[0]) for line in cards]
     assert len(cards) == 3 and ys == sorted(ys) and len(set(ys)) == 3  # no CSS: stacked, as rendered
     assert 'h2 "Ada Lovelace"' in seen and "P   N   G" in shot
+
+
+def test_the_docs_example_web_task_passes_envqa_as_written(image_tools, tmp_path):
+    """docs/envs.md's `temper envqa` command on examples/envs/web, as written (from a folder holding examples/)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    (command,) = [b for b in re.findall(r"```bash\n(.*?)```", (root / "docs" / "envs.md").read_text(), re.S)
+                  if "web:path=examples/envs/web" in b]
+    (tmp_path / "examples").symlink_to(root / "examples")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "-e", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (task,) = json.loads((tmp_path / "envqa-web" / "report.json").read_text())["tasks"]
+    assert task["verdicts"] == ["ok"] and task["oracle"]["passes"] == 3 and task["hackable"] is False
+
+
+def test_the_verifiers_browser_has_only_the_sandboxes_loopback_and_ends_with_its_verification(image_tools):
+    """A page that calls out (to a server on this machine's 127.0.0.1, to an address on the internet) gets
+    nothing: the browser sees the sandbox's own loopback only. And no browser process outlives the check."""
+    import http.server
+    import threading
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "envs" / "web"
+    web = parse_spec(f"web:path={example}")
+    (task,) = web.tasks()
+    hits = []
+
+    class Counted(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+    host = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counted)
+    threading.Thread(target=host.serve_forever, daemon=True).start()
+    # no-cors: a fetch that reaches a server resolves (an opaque answer); only one that cannot connect fails
+    calls_out = (f"<script>for (const u of ['http://127.0.0.1:{host.server_address[1]}/', 'http://93.184.215.14/'])"
+                 f" fetch(u, {{mode: 'no-cors'}}).then(() => console.log('reached ' + u));</script>")
+
+    async def run():
+        async with web.make_env(task) as env:
+            await env.reset()
+            await env.run_solution()
+            assert (await env.exec(["bash", "-c", "cat >> /app/index.html"], stdin=calls_out, user="root")).ok
+            reward = await env.verify()
+            left = await env.exec("cat /proc/[0-9]*/comm", user="root")
+            return reward, left.text
+
+    try:
+        reward, procs = asyncio.run(run())
+    finally:
+        host.shutdown()
+    assert reward.components["text"] == 1.0 and reward.components["no_console_errors"] == 0.0
+    assert reward.info["test_output"].count("Failed to fetch") == 2 and hits == []
+    assert "chrom" not in procs and "headless" not in procs, procs

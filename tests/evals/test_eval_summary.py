@@ -47,3 +47,18 @@ def test_store_skips_a_torn_line_and_later_records_win(tmp_path) -> None:
     store.append([rec("a", 0, 1.0)])
     done = store.load()
     assert set(done) == {("a", 0), ("b", 0)} and done[("a", 0)].reward == 1.0 and done[("a", 0)].ok
+
+
+def test_each_task_category_gets_its_tool_calls_and_the_share_that_used_the_expected_tool() -> None:
+    def item(task: str, category: str, calls: int, used: bool | None) -> ItemRecord:
+        info = {"category": category, "tool_calls": calls, "tool_errors": 0}
+        if used is not None:
+            info |= {"tools_expected": ["sassc"], "expected_tool_used": used}
+        return ItemRecord("web", task, 0, "web", reward=1.0, info=info)
+
+    out = summarize_suite([item("a", "assets", 4, True), item("b", "assets", 2, False), item("c", "assets", 3, True),
+                           item("d", "layout", 5, None)], samples=1)
+    assert out["categories"]["assets"] == {"items": 3, "tool_calls_mean": 3.0, "tools_expected_items": 3,
+                                           "expected_tool_used_rate": round(2 / 3, 6)}  # rounded, as every rate
+    assert out["categories"]["layout"]["expected_tool_used_rate"] is None  # no tool expected: no rate
+    assert "categories" not in summarize_suite([ItemRecord("toy", "t", 0, "toy", reward=1.0)], samples=1)

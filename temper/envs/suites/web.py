@@ -22,6 +22,7 @@ from temper.envs.reward import Reward
 from temper.envs.sandboxes import broken_by_agent
 from temper.envs.suites.terminal import TerminalEnv, TerminalSuite
 from temper.sandbox.aio import call
+from temper.trajectory import SCREENSHOT
 
 SHIPPED_WEB = Path(__file__).resolve().parent.parent / "tasks" / "web"
 WEBCHECK = SHIPPED_WEB.parent / "webcheck.py"
@@ -68,7 +69,7 @@ class WebEnv(TerminalEnv):
             reward.info.update(used)
             shot = await self._screenshot()
             if shot:
-                reward.info["screenshot_png"] = shot
+                reward.info[SCREENSHOT] = shot
         return reward
 
     async def _take_site(self, dest: Path) -> Reward | None:

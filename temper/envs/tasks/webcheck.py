@@ -16,9 +16,10 @@ The site (/app) is served on the sandbox's loopback by this process; rendering i
 animations or transitions, reduced motion, device scale 1, sRGB, the image's own fonts). A check that raises
 keeps what was scored before it; `no_console_errors`, when named, is scored last from every page opened. The
 components go to /logs/verifier/reward.json (the reward is their mean), the last screenshot taken to
-/logs/verifier/screenshot.png.
+/logs/verifier/screenshot.png (where the check took none, the last page opened, as it was when it stopped).
 """
 
+import contextlib
 import functools
 import http.server
 import io
@@ -60,6 +61,8 @@ class Checks:
         self.browser, self.base_url = browser, base_url
         self.got = dict.fromkeys(components, False)
         self.errors: list[str] = []  # console errors and uncaught exceptions, of every page opened
+        self.pages: list[Page] = []
+        self.shot = False  # a screenshot was kept
 
     def open(self, path: str = "index.html", width: int = 1000, height: int = 700) -> Page:
         """A new page at `width` x `height` CSS px, loaded, fonts ready, animations frozen."""
@@ -69,6 +72,7 @@ class Checks:
         page.set_default_timeout(TIMEOUT_MS)
         page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.pages.append(page)
         page.goto(f"{self.base_url}/{path}", wait_until="load")
         page.add_style_tag(content=FREEZE)
         page.evaluate("document.fonts.ready.then(() => true)")
@@ -95,6 +99,7 @@ class Checks:
 
         png = page.screenshot(animations="disabled", caret="hide")
         (OUT / "screenshot.png").write_bytes(png)
+        self.shot = True
         return Image.open(io.BytesIO(png)).convert("RGB")
 
 
@@ -150,6 +155,9 @@ def run(components: list[str], check: Callable[[Checks], None], site: str = SITE
             try:
                 check(checks)
             finally:
+                if not checks.shot and checks.pages:  # a check failed before its screenshot: keep the page as it was
+                    with contextlib.suppress(Exception):
+                        checks.screenshot(checks.pages[-1])
                 checks.browser.close()
     except Exception:
         traceback.print_exc()  # what was scored before it stands
