@@ -182,3 +182,33 @@ def test_the_verifiers_browser_has_only_the_sandboxes_loopback_and_ends_with_its
     assert reward.components["text"] == 1.0 and reward.components["no_console_errors"] == 0.0
     assert reward.info["test_output"].count("Failed to fetch") == 2 and hits == []
     assert "chrom" not in procs and "headless" not in procs, procs
+
+
+def test_the_expected_tool_is_found_in_what_the_agents_sandbox_ran(image_tools, tmp_path):
+    """[metadata] tools: looked for as words in the agent's commands and shell keys (the audit log), from the
+    episode's start; the oracle's solve.sh (not the agent) and a mention inside another word do not count."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "envs" / "web" / "web-status-badge"
+    folder = tmp_path / "tasks" / "badge"
+    shutil.copytree(example, folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace('tags = ["web", "css"]', 'tags = ["web", "css"]\ntools = ["sassc"]'))
+    web = parse_spec(f"web:path={tmp_path / 'tasks'}")
+    (task,) = web.tasks()
+
+    async def episode(commands, keys=None):
+        async with web.make_env(task) as env:
+            await env.reset()
+            await env.run_solution()
+            for c in commands:
+                await env.exec(c)
+            if keys:
+                await asyncio.to_thread(env.sandbox.shell, keys)
+            return (await env.verify()).info
+
+    used = asyncio.run(episode(["echo '$x: red; a { color: $x; }' > t.scss && sassc t.scss t.css"]))
+    assert used["tools_used"] == ["sassc"] and used["expected_tool_used"] is True
+    typed = asyncio.run(episode([], keys="sassc --version\n"))
+    assert typed["expected_tool_used"] is True  # typed into the interactive shell
+    none = asyncio.run(episode(["echo sasscx; cat /usr/share/doc/sassc-notes 2>/dev/null; true"]))
+    assert none["tools_used"] == [] and none["expected_tool_used"] is False
+    assert none["category"] == "layout" and none["tools_expected"] == ["sassc"]
