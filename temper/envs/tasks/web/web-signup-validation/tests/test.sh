@@ -1,0 +1,3 @@
+#!/bin/bash
+mkdir -p /logs/verifier
+PYTHONPATH=/tests python3 /tests/verify.py
