@@ -1,6 +1,5 @@
 """Loading the bundled model and tiny models; the fixtures other test suites build on."""
 
-import time
 
 import pytest
 import torch
@@ -23,11 +22,13 @@ def test_bundled_smollm2_loads_and_answers(smollm2):
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_cached_load_is_fast(smollm2_path):
-    start = time.perf_counter()
+def test_a_cached_model_loads_without_converting_again(smollm2_path):
+    """The second load finds the converted folder: nothing in it is written again (a timing bound here failed
+    on a loaded CI machine; what makes it fast is that no conversion runs)."""
+    before = {p: p.stat().st_mtime_ns for p in smollm2_path.rglob("*") if p.is_file()}
     loaded = load_model("smollm2-135m")
-    assert time.perf_counter() - start < 10  # about a second on an idle machine
     assert loaded.path == smollm2_path
+    assert {p: p.stat().st_mtime_ns for p in smollm2_path.rglob("*") if p.is_file()} == before
 
 
 def test_tiny_model_saves_and_loads(tiny_llama, smollm2_tokenizer, tmp_path):
