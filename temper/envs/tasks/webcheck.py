@@ -16,7 +16,8 @@ The site (/app) is served on the sandbox's loopback by this process; rendering i
 animations or transitions, reduced motion, device scale 1, sRGB, the image's own fonts). A check that raises
 keeps what was scored before it; `no_console_errors`, when named, is scored last from every page opened. The
 components go to /logs/verifier/reward.json (the reward is their mean), the last screenshot taken to
-/logs/verifier/screenshot.png (where the check took none, the last page opened, as it was when it stopped).
+/logs/verifier/screenshot.png (where the check took none, the last page opened, as it was when it stopped);
+then `run` ends the process, its browser killed.
 """
 
 import contextlib
@@ -24,8 +25,11 @@ import functools
 import http.server
 import io
 import json
+import os
 import shutil
+import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -140,34 +144,62 @@ def near(pixel: tuple[int, ...], colour: tuple[int, int, int], tolerance: int = 
     return all(abs(p - c) <= tolerance for p, c in zip(pixel[:3], colour, strict=True))
 
 
-def run(components: list[str], check: Callable[[Checks], None], site: str = SITE) -> dict[str, float]:
-    """Serve `site`, run `check` in a headless Chromium, write the reward; the components, as floats."""
+def run(components: list[str], check: Callable[[Checks], None], site: str = SITE) -> None:
+    """Serve `site`, run `check` in a headless Chromium, write the reward, and end the process. The browser
+    and playwright's driver are killed, not shut down: their orderly exit took half a second of every
+    verification, and nothing of theirs is needed once the reward is written."""
     OUT.mkdir(parents=True, exist_ok=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Site, directory=site))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     checks = Checks(None, f"http://127.0.0.1:{server.server_address[1]}", components)
     try:
-        with sync_playwright() as p:
-            checks.browser = p.chromium.launch(
-                executable_path=shutil.which("chromium"),
-                args=["--no-sandbox", "--force-color-profile=srgb", "--font-render-hinting=none", "--disable-gpu",
-                      "--disable-lcd-text", "--hide-scrollbars"])
-            try:
-                check(checks)
-            finally:
-                if not checks.shot and checks.pages:  # a check failed before its screenshot: keep the page as it was
-                    with contextlib.suppress(Exception):
-                        checks.screenshot(checks.pages[-1])
-                checks.browser.close()
+        checks.browser = sync_playwright().start().chromium.launch(
+            executable_path=shutil.which("chromium"),
+            args=["--no-sandbox", "--force-color-profile=srgb", "--font-render-hinting=none", "--disable-gpu",
+                  "--disable-lcd-text", "--hide-scrollbars"])
+        try:
+            check(checks)
+        finally:
+            if not checks.shot and checks.pages:  # a check failed before its screenshot: keep the page as it was
+                with contextlib.suppress(Exception):
+                    checks.screenshot(checks.pages[-1])
     except Exception:
         traceback.print_exc()  # what was scored before it stands
-    finally:
-        server.shutdown()
     if "no_console_errors" in checks.got:
         checks.got["no_console_errors"] = not checks.errors
     if checks.errors:
         print("console errors:", *checks.errors[:10], sep="\n  ")
     scores = {k: float(v) for k, v in checks.got.items()}
     (OUT / "reward.json").write_text(json.dumps({**scores, "reward": sum(scores.values()) / len(scores)}))
-    print(json.dumps(scores))
-    return scores
+    print(json.dumps(scores), flush=True)
+    _kill_descendants()
+    os._exit(0)
+
+
+def _kill_descendants(wait_s: float = 2.0) -> None:
+    """SIGKILL every process this one started (playwright's driver, Chromium's processes), then wait until each
+    is gone or a zombie, so none is seen running after the verification."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                ppid = int(Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and any(_running(pid) for pid in found):
+        time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
