@@ -22,6 +22,7 @@ NOT_IN_A_CLONE = {
     ".venv-vllm/": "scripts/setup.sh --with-vllm makes vLLM's own virtual environment",
     "benchmarks/results/gpu_check/": "scripts/gpu_check.py writes its benchmark run there on a GPU machine",
     "tests/test.sh": "a task folder's verifier (the Terminal-Bench/Harbor layout), relative to the task, not the repo",
+    "tests/verify.py": "a web task's checker, beside its tests/test.sh: relative to the task, not the repo",
     ".ci/durations.txt": "scripts/test.sh writes every test's duration there (CI keeps it; ignored by git)",
     ".ci/junit.xml": "scripts/test.sh writes pytest's JUnit report there, the durations' source (ignored by git)",
 }

@@ -55,7 +55,7 @@ def test_the_web_suite_ships_twenty_tasks_across_its_categories_each_with_a_wron
 
 @pytest.mark.parametrize("name", sorted(PARTIAL))
 def test_a_wrong_page_scores_below_1_on_the_component_it_breaks(suite, name):
-    """Each case (tests/envs/web_partial/NAME.json): the oracle's page spoilt (or a page of its own), and the
+    """Each case (tests/envs/web_partial/<name>.json): the oracle's page spoilt (or a page of its own), and the
     exact components its rendering earns."""
     case = PARTIAL[name]
 

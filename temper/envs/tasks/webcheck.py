@@ -172,20 +172,24 @@ def run(components: list[str], check: Callable[[Checks], None], site: str = SITE
     scores = {k: float(v) for k, v in checks.got.items()}
     (OUT / "reward.json").write_text(json.dumps({**scores, "reward": sum(scores.values()) / len(scores)}))
     print(json.dumps(scores), flush=True)
-    _kill_descendants()
+    _kill_browser()
     os._exit(0)
 
 
-def _kill_descendants(wait_s: float = 2.0) -> None:
-    """SIGKILL every process this one started (playwright's driver, Chromium's processes), then wait until each
-    is gone or a zombie, so none is seen running after the verification."""
+def _kill_browser(wait_s: float = 2.0) -> None:
+    """SIGKILL every process this one started (playwright's driver) and every Chromium process of the sandbox
+    (the browser starts a session of its own, and its crash handlers detach from it altogether: after the
+    reset before verification, any Chromium here is ours), then wait until each is gone or a zombie."""
     children: dict[int, list[int]] = {}
+    found = []
     for name in os.listdir("/proc"):
-        if name.isdigit():
+        if name.isdigit() and int(name) != os.getpid():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 ppid = int(Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
                 children.setdefault(ppid, []).append(int(name))
-    found, todo = [], [os.getpid()]
+                if os.path.basename(os.readlink(f"/proc/{name}/exe")).startswith("chrom"):
+                    found.append(int(name))
+    todo = [os.getpid()]
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
