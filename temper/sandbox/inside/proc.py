@@ -315,8 +315,9 @@ def kill_all_but_session(session: int, deadline_s: float = 5.0) -> None:
             if name.isdigit() and int(name) not in (1, me):
                 try:
                     with open(f"/proc/{name}/stat", "rb") as f:
-                        if int(f.read().rsplit(b")", 1)[1].split()[3]) != session:
-                            left.append(int(name))
+                        state, _, _, sid = f.read().rsplit(b")", 1)[1].split()[:4]
+                    if state != b"Z" and int(sid) != session:  # a zombie is dead: its parent or we reap it
+                        left.append(int(name))
                 except (OSError, IndexError, ValueError):
                     continue  # gone meanwhile
         if not left or time.monotonic() > end:
