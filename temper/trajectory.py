@@ -16,6 +16,7 @@ from typing import Any
 # (a base64 PNG, in the last context window's trajectory only; the dashboard shows it with the tool calls).
 EPISODE_INFO = ("category", "tools_expected", "tools_used", "expected_tool_used")
 SCREENSHOT = "screenshot_png"
+SCREENSHOT_BYTES = 2 << 20  # the largest screenshot kept or returned (PNG bytes); a larger one is described only
 
 
 class FailureKind(StrEnum):

@@ -1,9 +1,9 @@
 """`run_external_episode`: one episode of a task by an external agent program.
 
 The task's environment is reset (its sandbox set up), a per-episode endpoint starts, the program
-runs with its environment (OPENAI_BASE_URL, OPENAI_API_KEY, TEMPER_INSTRUCTION, TEMPER_EXEC_URL,
-TEMPER_FILES_URL), and when it exits or times out the task's verifier scores what it left: the
-answer is its stdout (stripped), the sandbox is what it did there. Failure kinds:
+runs with its environment (OPENAI_BASE_URL, OPENAI_API_KEY, TEMPER_INSTRUCTION and the sandbox's
+TEMPER_*_URL routes: docs/agents.md), and when it exits or times out the task's verifier scores what it
+left: the answer is its stdout (stripped), the sandbox is what it did there. Failure kinds:
 
 - infrastructure (masked, retried): the program never reached the model (a missing binary, a bad
   config); the policy failed; the sandbox crashed under the host;
@@ -69,7 +69,7 @@ def _program_env(url: str, key: str, instruction: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TEMPER_"))}
     return {**keep, "OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": key, "TEMPER_INSTRUCTION": instruction,
             "TEMPER_EXEC_URL": f"{url}/exec", "TEMPER_FILES_URL": f"{url}/files",
-            "TEMPER_SHELL_URL": f"{url}/shell"}
+            "TEMPER_SHELL_URL": f"{url}/shell", "TEMPER_RENDER_URL": f"{url}/render"}
 
 
 async def _score(env: Environment, state: EpisodeState, program: ProgramResult,

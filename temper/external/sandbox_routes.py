@@ -1,12 +1,15 @@
 """The episode endpoint's sandbox routes: `POST /exec {"command", "timeout"}` -> {"exit_code", "stdout",
 "stderr", "limit"} (bash -c, in /app), `POST /files/read {"path"}` -> {"content"}, `POST /files/write {"path",
 "content"}` -> {"ok": true}, `POST /shell {"keys", "wait"}` -> {"output", "started", "alive"} (the sandbox's
-one interactive shell: its directory, variables and background jobs persist between calls). A command's timeout
+one interactive shell: its directory, variables and background jobs persist between calls), `POST /render {"page",
+"width"}` -> {"exit_code", "text", "image"} (a web task's page in its image's headless Chromium: the description
+a text-only model reads, and the screenshot as a PNG data URL, ready for a model that takes images). A command's timeout
 ends by the episode's end (the sandbox kills it then), and a call whose program has gone is interrupted (the
 sandbox kills its command) and waited for before the verifier (the episode's info says `exec_interrupted`).
 Each action is kept for the episode's record; a sandbox that crashes under a call ends the episode's use of it
 (503 from then on)."""
 
+import base64
 import json
 import time
 from typing import Any
@@ -15,7 +18,7 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from temper.agent.episode import ToolRecord
-from temper.agent.tools.builtin import command_timeout, tracked_call
+from temper.agent.tools.builtin import RENDER_WIDTHS, command_timeout, render_page, tracked_call
 from temper.envs.sandboxes import is_sandbox_crash
 from temper.serve.layer import ApiError
 from temper.serve.schemas import Lenient
@@ -29,6 +32,12 @@ class ExecRequest(Lenient):
 class ShellRequest(Lenient):
     keys: str = ""
     wait: float = Field(2.0, ge=0, le=600)
+
+
+class RenderRequest(Lenient):
+    page: str = Field("index.html", min_length=1)
+    width: int = Field(1200, ge=RENDER_WIDTHS[0], le=RENDER_WIDTHS[1])
+    timeout: float = Field(60.0, gt=0, le=600)
 
 
 class FileRequest(Lenient):
@@ -67,6 +76,20 @@ def add_sandbox_routes(app: FastAPI, st: Any) -> None:
             raise ApiError(400, f"keys: the shell is unavailable: {exc}", "keys") from None
         st.actions.append(ToolRecord("shell", {"keys": body.keys}, out.text[-2000:], False, time.monotonic() - t))
         return {"output": out.text, "started": out.started, "alive": out.alive}
+
+    @app.post("/render")
+    async def render(body: RenderRequest) -> Any:
+        sb = _sandbox(st)
+        t = time.monotonic()
+        try:
+            shown = await render_page(sb, st.pending, body.page, body.width,
+                                      command_timeout(body.timeout, None, st.deadline))
+        except Exception as exc:
+            raise _failure(st, exc) from None
+        image = "data:image/png;base64," + base64.b64encode(shown.png).decode() if shown.png else None
+        st.actions.append(ToolRecord("render", {"page": body.page, "width": body.width}, shown.text[:2000],
+                                     shown.exit_code != 0, time.monotonic() - t))
+        return {"exit_code": shown.exit_code, "text": shown.text, "image": image}
 
     @app.post("/files/read")
     async def read(body: FileRequest) -> Any:

@@ -139,6 +139,16 @@ class Message(Lenient):
             return "".join(p.text for p in self.content)
         return self.content or ""
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, v: Any) -> Any:
+        # An image (or audio) part gets one line saying why, not pydantic's three about the union's members.
+        for i, part in enumerate(v if isinstance(v, list) else []):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text":
+                raise ValueError(f"part {i} is of type {kind!r}: this model reads text only (parts of type 'text')")
+        return v
+
     @model_validator(mode="after")
     def _has_content(self) -> "Message":
         if self.content is None and not (self.role == "assistant" and self.tool_calls):

@@ -100,7 +100,7 @@ def test_envqa_says_ok_for_every_web_task(suite, tmp_path):
 
 
 def test_the_agents_render_tool_describes_the_page_as_chromium_lays_it_out(suite):
-    from temper.agent.tools import BUILTIN, ToolContext
+    from temper.agent.tools import BUILTIN, ToolContext, ToolError
 
     task = next(t for t in suite.tasks() if t.payload["name"] == "web-team-cards")
 
@@ -113,6 +113,8 @@ def test_the_agents_render_tool_describes_the_page_as_chromium_lays_it_out(suite
                 "<body>", "<head><title>Our team</title></head><body><script>oops()</script>")})
             seen = await BUILTIN["render"](ctx, {"page": "index.html", "width": 900})
             shot = await env.exec("head -c 4 /tmp/render-900.png | od -An -c")
+            with pytest.raises(ToolError, match="width: 10 is outside"):
+                await BUILTIN["render"](ctx, {"page": "index.html", "width": 10})
             return seen, shot.text
 
     seen, shot = asyncio.run(look())

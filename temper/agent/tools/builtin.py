@@ -5,12 +5,14 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from temper.agent.tools.base import Tool, ToolContext, ToolError, tool
 from temper.envs.sandboxes import is_sandbox_crash
 from temper.sandbox.aio import call
+from temper.trajectory import SCREENSHOT_BYTES
 
 MAX_TIMEOUT_S = 600.0
 T = TypeVar("T")
@@ -112,6 +114,31 @@ async def shell(ctx: ToolContext, keys: str = "", wait: float = 2.0) -> str:
 
 
 RENDER_PROGRAM = (Path(__file__).with_name("render_page.py")).read_text()
+RENDER_WIDTHS = (240, 3840)  # the browser window widths `render` accepts, in pixels
+
+
+@dataclass
+class Rendered:
+    exit_code: int  # render_page.py's
+    text: str  # what a text-only model reads: format_exec of render_page.py (title, console errors, boxes)
+    png: bytes | None  # the screenshot; None if none was taken (or it is over SCREENSHOT_BYTES)
+
+
+async def render_page(sandbox: Any, pending: set[Any], page: str, width: int, timeout: float) -> Rendered:
+    """Render `page` of the site in the sandbox's headless Chromium (a web task's image)."""
+    if not RENDER_WIDTHS[0] <= int(width) <= RENDER_WIDTHS[1]:
+        raise ToolError(f"width: {width} is outside {RENDER_WIDTHS[0]}..{RENDER_WIDTHS[1]} pixels")
+    shot = f"/tmp/render-{int(width)}.png"
+    argv = ["python3", "-", page, str(int(width)), shot]
+    r = await tracked_call(pending, sandbox.exec, argv, stdin=RENDER_PROGRAM, timeout=timeout)
+    png = None
+    if r.exit_code == 0:
+        try:
+            png = await tracked_call(pending, sandbox.read_file, shot, SCREENSHOT_BYTES + 1)
+        except Exception as exc:
+            _reraise_crash(exc)
+        png = png if png and png.startswith(b"\x89PNG") and len(png) <= SCREENSHOT_BYTES else None
+    return Rendered(r.exit_code, format_exec(r), png)
 
 
 @tool
@@ -123,9 +150,10 @@ async def render(ctx: ToolContext, page: str = "index.html", width: int = 1200) 
         page: the page's path relative to the working directory (served as the site's root)
         width: the browser window's width in pixels
     """
-    shot = f"/tmp/render-{int(width)}.png"
-    argv = ["python3", "-", page, str(int(width)), shot]
-    return await _exec(ctx, argv, RENDER_PROGRAM, 60)
+    # The models temper's engine runs read text: the description is the observation (an external program
+    # gets the screenshot too, from the episode endpoint's /render).
+    shown = await render_page(ctx.sandbox, ctx.pending, page, width, command_timeout(60, ctx.timeout_s, ctx.deadline))
+    return shown.text
 
 
 @tool

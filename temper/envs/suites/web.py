@@ -22,13 +22,12 @@ from temper.envs.reward import Reward
 from temper.envs.sandboxes import broken_by_agent
 from temper.envs.suites.terminal import TerminalEnv, TerminalSuite
 from temper.sandbox.aio import call
-from temper.trajectory import SCREENSHOT
+from temper.trajectory import SCREENSHOT, SCREENSHOT_BYTES
 
 SHIPPED_WEB = Path(__file__).resolve().parent.parent / "tasks" / "web"
 WEBCHECK = SHIPPED_WEB.parent / "webcheck.py"
 SITE_BYTES = 64 << 20  # the most of an agent's site that is carried over to the verifier
 SITE_FILES = 5000
-SCREENSHOT_BYTES = 2 << 20  # a larger screenshot is not kept with the episode
 
 
 class WebEnv(TerminalEnv):
