@@ -43,6 +43,23 @@ def smollm2_tokenizer(smollm2_path: Path):
     return Tokenizer.from_folder(smollm2_path)
 
 
+@pytest.fixture(scope="module")
+def tiny_engine(smollm2_tokenizer):
+    """A real engine on a tiny random Llama with SmolLM2's tokenizer (episodes whose text does not matter)."""
+    from temper.engine import AsyncEngine, EngineConfig, LLMEngine
+    from temper.models import LlamaForCausalLM, ModelConfig
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048,
+                      rope_theta=10000.0, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
+                      architecture="LlamaForCausalLM", model_type="llama")
+    engine = AsyncEngine(LLMEngine(LlamaForCausalLM(cfg).eval(), smollm2_tokenizer,
+                                   EngineConfig(block_size=16, kv_budget_bytes=64 * 1024**2)))
+    yield engine
+    engine.close()
+
+
 @pytest.fixture
 def tiny_llama() -> Callable[..., "torch.nn.Module"]:
     """Factory: `tiny_llama(arch="llama", seed=0, **config_overrides)` -> a random tiny

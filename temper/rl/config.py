@@ -76,6 +76,9 @@ class TrainerConfig(ConfigModel):
     packing: bool = True  # False: one sequence per row, padded to the micro-batch's longest
     mini_batches: int = 1  # optimizer steps per trainer step (PPO-style updates on the same data)
     gradient_checkpointing: bool = False
+    # pi_old from the update's own forward when there is one mini-batch (the same weights: the same numbers),
+    # instead of a no-grad forward of its own: a third less compute per step (Trainer.folds_old_logprobs)
+    fold_old_logprobs: bool = True
     # compute dtype: bf16 autocast over fp32 master weights, or fp32; auto = bf16 on CUDA, fp32 elsewhere (bf16 is
     # ~5x slower on CPUs without native bf16)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"

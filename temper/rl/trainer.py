@@ -1,9 +1,10 @@
 """The trainer: trajectories in, a better policy out.
 
 One `step` reads top to bottom: filter -> advantages -> samples -> this rank's micro-batches -> `_prepare`,
-a no-grad pass (pi_old, reference logprobs, the critic's values; off-policy weights and masks; loss weights)
--> `update` per mini-batch (accumulate gradients over its micro-batches, clip, AdamW step) -> `StepStats`,
-policy_version + 1. SFT (sft.py) runs the same `micro_batches` and `update` with its own loss.
+a no-grad pass (pi_old, reference logprobs, the critic's values; off-policy weights and masks; loss weights;
+with one mini-batch pi_old is the update's own forward, detached: `folds_old_logprobs`) -> `update` per
+mini-batch (accumulate gradients over its micro-batches, clip, AdamW step) -> `StepStats`, policy_version + 1.
+SFT (sft.py) runs the same `micro_batches` and `update` with its own loss.
 """
 
 import copy
@@ -93,8 +94,9 @@ class Trainer:
         minis = [list(range(len(samples)))[i::cfg.trainer.mini_batches] for i in range(cfg.trainer.mini_batches)]
         plans = [self.micro_batches([samples[i] for i in m]) for m in minis]
         sums = Sums()
+        fold = self.folds_old_logprobs()
         for mini, mbs in zip(minis, plans, strict=True):
-            self._prepare(mbs, [rewards[i] for i in mini], len(mini), sums)
+            self._prepare(mbs, [rewards[i] for i in mini], len(mini), sums, fold)
         for mbs in plans:
             self.update(mbs, self._policy_loss, sums)
         self.policy_version += 1
@@ -116,43 +118,65 @@ class Trainer:
             mb.values.keep = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0, device=self.device)
         return mine
 
+    def folds_old_logprobs(self) -> bool:
+        """Whether pi_old comes from the update's own forward (detached) instead of a no-grad pass of its own: with
+        one mini-batch the update's forward runs on the weights pi_old is defined by, so the two are the same
+        numbers and the pass is a third of a step's compute. Not where a mask would change the loss weights
+        before the update (they count kept tokens) or where the critic needs that pass's hidden states."""
+        t, op = self.cfg.trainer, self.cfg.off_policy
+        return (t.fold_old_logprobs and t.mini_batches == 1 and op.recompute_logprobs and self.critic is None
+                and op.mask_low is None and op.mask_high is None)
+
     @torch.no_grad()
-    def _prepare(self, mbs: list[MicroBatch], rewards: list[float], num_samples: int, sums: Sums) -> None:
-        """pi_old, reference logprobs and the critic's advantages; off-policy weights; the step-wide loss weights."""
+    def _prepare(self, mbs: list[MicroBatch], rewards: list[float], num_samples: int, sums: Sums,
+                 fold: bool = False) -> None:
+        """pi_old, reference logprobs and the critic's advantages; off-policy weights; the step-wide loss weights.
+        `fold`: pi_old (and so the off-policy weights) is left to the update's forward (folds_old_logprobs)."""
         cfg, op = self.cfg, self.cfg.off_policy
         for mb in mbs:
             v = mb.values
             with self._autocast():
-                if op.recompute_logprobs or self.critic is not None:
+                if (op.recompute_logprobs and not fold) or self.critic is not None:
                     old, _, hidden = micro_batch_logprobs(self.model, mb, cfg.trainer.logits_chunk, with_hidden=True,
                                                           temperature=self.temperature)
                 if not op.recompute_logprobs:  # the behaviour policy stands in for pi_old
                     old = v.behaviour
-                v.old_logp = old = old.float()
                 if self.ref_model is not None:
                     v.ref_logp = micro_batch_logprobs(self.ref_model, mb, cfg.trainer.logits_chunk,
                                                          temperature=self.temperature)[0].float()
                 if self.critic is not None:
                     self.critic.advantages(mb, hidden, rewards)
-            w, keep = importance_weights(old, v.behaviour, mb.seq_index, len(mb.sample_ids), op.tis, op.cap,
-                                         op.mask_low, op.mask_high)
-            v.is_weight, v.keep = w, v.keep * keep
-            if not mb.filler:
-                k3, k1 = mismatch_kl_sums(old, v.behaviour)
-                sums.mismatch_k3 += k3
-                sums.mismatch_k1 += k1
-                sums.mismatch_tokens += old.numel()
-                sums.is_masked += float((~keep).sum())
-                if v.version is not None:  # staleness 0: sampled by the weights pi_old was just computed with
-                    fresh = v.version == self.policy_version
-                    sums.fresh_abs_diff += float((old - v.behaviour).abs()[fresh].sum())
-                    sums.fresh_tokens += float(fresh.sum())
+            v.old_logp = None
+            if not fold:
+                self._off_policy(mb, old.float(), sums)
         set_loss_weights(mbs, num_samples, cfg.loss.aggregation, cfg.loss.norm_length)
 
+    def _off_policy(self, mb: MicroBatch, old: torch.Tensor, sums: Sums) -> None:
+        """pi_old of a micro-batch's loss tokens: its importance weights against the behaviour policy, its mask,
+        and the train/inference mismatch it shows."""
+        op, v = self.cfg.off_policy, mb.values
+        v.old_logp = old
+        w, keep = importance_weights(old, v.behaviour, mb.seq_index, len(mb.sample_ids), op.tis, op.cap,
+                                     op.mask_low, op.mask_high)
+        v.is_weight, v.keep = w, v.keep * keep
+        if not mb.filler:
+            k3, k1 = mismatch_kl_sums(old, v.behaviour)
+            sums.mismatch_k3 += k3
+            sums.mismatch_k1 += k1
+            sums.mismatch_tokens += old.numel()
+            sums.is_masked += float((~keep).sum())
+            if v.version is not None:  # staleness 0: sampled by the weights pi_old was just computed with
+                fresh = v.version == self.policy_version
+                sums.fresh_abs_diff += float((old - v.behaviour).abs()[fresh].sum())
+                sums.fresh_tokens += float(fresh.sum())
+
     def _policy_loss(self, mb: MicroBatch, sums: Sums) -> torch.Tensor:
-        c, v, keep = self.cfg.loss, mb.values, mb.values.keep
         logp, entropy, hidden = micro_batch_logprobs(self.model, mb, self.cfg.trainer.logits_chunk, with_hidden=True,
                                                      temperature=self.temperature)
+        if mb.values.old_logp is None:  # folded (folds_old_logprobs): this forward's, on the same weights
+            with torch.no_grad():
+                self._off_policy(mb, logp.detach().float(), sums)
+        c, v, keep = self.cfg.loss, mb.values, mb.values.keep
         pg, clipped = clipped_policy_loss(logp, v.old_logp, v.adv, c.clip_low, c.clip_high, c.dual_clip)
         per_token = pg * v.is_weight
         if self.ref_model is not None and c.kl_coef > 0:

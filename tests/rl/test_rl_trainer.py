@@ -334,3 +334,35 @@ def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
         mismatch[temperature] = trainer.step(trajs).update.mismatch_kl_k1
     assert abs(mismatch[0.7]) < 1e-5
     assert abs(mismatch[1.0]) > 1e-3  # at T=1 the trainer would correct a mismatch that is not there
+
+
+@pytest.mark.parametrize("micro_batch_tokens", [4096, 24])  # one micro-batch, and several
+def test_pi_old_from_the_updates_own_forward_equals_a_pass_of_its_own(micro_batch_tokens):
+    """With one mini-batch the update's forward is on the weights pi_old is defined by: folding the no-grad pass
+    into it gives the same weights and the same off-policy statistics, with one forward per micro-batch, not two."""
+    trajs = make_trajectories(groups=4, obs=True)
+    for t in trajs[::3]:  # some tokens from the current version: the staleness-0 mismatch is reported too
+        t.versions = [0 if m else -1 for m in t.loss_mask]
+    runs = {}
+    for fold in (False, True):
+        model = make_model()
+        forwards = []
+        model.register_forward_hook(lambda *_, seen=forwards: seen.append(1))
+        trainer = Trainer(model, _cfg(trainer__micro_batch_tokens=micro_batch_tokens,
+                                      trainer__fold_old_logprobs=fold))
+        assert trainer.folds_old_logprobs() is fold
+        stats = [trainer.step(trajs).update for _ in range(2)]
+        runs[fold] = (_params(model), stats, len(forwards))
+    (p0, s0, n0), (p1, s1, n1) = runs[False], runs[True]
+    _assert_same(p0, p1)
+    assert n1 * 2 == n0 and n1 >= 2 * (1 if micro_batch_tokens == 4096 else 3)  # the pass that folding saves
+    for a, b in zip(s0, s1, strict=True):
+        for key in ("loss", "mismatch_kl", "is_masked_frac", "clip_frac_high", "clip_frac_low", "entropy", "grad_norm"):
+            assert getattr(a, key) == pytest.approx(getattr(b, key), rel=1e-5, abs=1e-7), key
+    assert s1[0].mismatch_kl > 0.05  # the weights came from the behaviour logprobs, not from pi_old = pi
+
+
+def test_pi_old_has_a_pass_of_its_own_where_folding_would_change_the_step():
+    for over in ({"trainer__mini_batches": 2}, {"off_policy__mask_high": 1.5}, {"advantages__estimator": "gae"},
+                 {"off_policy__recompute_logprobs": False}):
+        assert not Trainer(make_model(), _cfg(**over)).folds_old_logprobs(), over
