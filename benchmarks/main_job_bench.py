@@ -149,6 +149,7 @@ def temper_train(out: Path, staleness: int, steps: int) -> dict[str, Any]:
     return {"staleness": staleness, "train_s": sum(r["step_s"] for r in rows), "steps": len(rows),
             "samples_generated": generated, "samples_trained": len(trained),
             "rollout_wait_s": sum(r["batch_wait_s"] for r in rows), "trainer_s": sum(r["train_s"] for r in rows),
+            "push_s": sum(r["push_s"] for r in rows), "checkpoint_s": sum(r["checkpoint_s"] for r in rows[:-1]),
             "tasks": [g[0] for g in groups.values()], "prompt_ids": [g[1] for g in groups.values()],
             "model": str(ckpt), "batch_reward": [r["reward"] for r in rows]}
 
@@ -262,11 +263,19 @@ def summarize(evals: dict[str, dict], temper_runs: dict[int, dict], trl: dict, s
     out["trl"] = side("trl", trl["train_s"], trl_generated, trl_generated)
     for s, r in temper_runs.items():
         t = out[f"temper_s{s}"] = side(f"temper_s{s}", r["train_s"], r["samples_generated"], r["samples_trained"])
-        t["rollout_wait_min"], t["trainer_min"] = round(r["rollout_wait_s"] / 60, 2), round(r["trainer_s"] / 60, 2)
+        # where the training minutes went: waiting for rollouts, the trainer's steps, weights to the engine and
+        # the checkpoints (the last one is after the clock stops), bookkeeping
+        for k in ("rollout_wait", "trainer", "push", "checkpoint"):
+            t[f"{k}_min"] = round(r[f"{k}_s"] / 60, 2)
+        t["other_min"] = round(t["train_min"] - t["rollout_wait_min"] - t["trainer_min"] - t["push_min"]
+                               - t["checkpoint_min"], 2)
         tr = out["trl"]["gain_per_min"]
         out[f"gain_per_min_ratio_s{s}"] = round(t["gain_per_min"] / tr, 3) if tr > 0 else None
         out[f"gain_ratio_s{s}"] = round(t["gain"] / out["trl"]["gain"], 3) if out["trl"]["gain"] > 0 else None
     out["settings"] = settings
+    out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                   text=True).stdout.strip()
+    out["date"] = time.strftime("%Y-%m-%d")
     out["unmatched"] = UNMATCHED
     out["versions"] = trl["versions"]
     out["checks"] = {"prompts_token_identical": len(trl["prompt_ids"]), "rewards_equal": trl_generated}

@@ -109,11 +109,13 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 stats = await loop.run_in_executor(trainer_thread, trainer.step, batch.trajectories)
                 train_s = time.monotonic() - t_train
                 step += 1
+                t_push = time.monotonic()
                 if not stats.skipped:
                     await backend.push_weights(trainer.policy_state_dict(), trainer.policy_version)
+                push_s = time.monotonic() - t_push
                 await pipe.published(trainer.policy_version, batch)
                 row = {**_row(step, stats.as_metrics(), batch, pipe, backend, time.monotonic() - last, train_s, cfg,
-                              t0), "train_version": version}
+                              t0), "push_s": push_s, "train_version": version}
                 last = time.monotonic()
                 pending.append((step, [g.id for g in batch.groups], [g.id for g in batch.replayed], row))
                 if step % cfg.orchestrator.save_every == 0 or step >= cfg.max_steps:
@@ -123,6 +125,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                     # the marks commit with the checkpoint that holds their weights (store.py)
                     await asyncio.to_thread(store.commit_steps, pending, path.name)
                     pending = []
+                    row["checkpoint_s"] = time.monotonic() - last  # in the next step's step_s
                 if cfg.eval.every and step % cfg.eval.every == 0 and eval_suite and not (mid and not mid.done()):
                     mid = asyncio.create_task(_mid_eval(backend, len(suites), eval_suite, eval_tasks, cfg, pipe, run,
                                                         step))
@@ -157,7 +160,7 @@ async def _evaluate(backend: Any, suite_index: int, suite: Suite, tasks: list, c
     """One greedy episode per held-out task through the evaluation harness (its records and summary in
     RUN/eval/<folder>/, resumed from there); returns what eval_<which>.json holds: n, mean_reward,
     ci_low, ci_high, failed, and scores (task id -> score; None: an infrastructure failure, left out)."""
-    n, done = len(tasks), 0
+    n, done, t = len(tasks), 0, time.monotonic()
 
     def solved() -> None:
         nonlocal done
@@ -173,7 +176,8 @@ async def _evaluate(backend: Any, suite_index: int, suite: Suite, tasks: list, c
     (suite_run,) = result.suites.values()
     s, scores = result.summary["suites"][suite_run.spec], task_scores(suite_run.records)
     out = {"n": s["n"], "mean_reward": s["mean_reward"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
-           "failed": s["infra_failures"], "scores": {t.id: scores.get(t.id) for t in tasks}}
+           "failed": s["infra_failures"], "wall_s": round(time.monotonic() - t, 2),
+           "scores": {task.id: scores.get(task.id) for task in tasks}}
     if progress is not None and out["n"]:
         progress.note(f"eval {which}: {out['mean_reward']:.3f} [{out['ci_low']:.3f}, {out['ci_high']:.3f}] (n={n})")
     return out
@@ -203,6 +207,7 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         "filtered_groups": c["groups_filtered"], "stale_groups": c["groups_stale"],
         "replayed_groups": len(batch.replayed),
         "batch_wait_s": batch.wait_s, "train_s": train_s, "step_s": step_s, "elapsed_s": elapsed,
+        **_episode_phases(batch.trajectories),
         "rss_mb": rss_mb(),
         "eta_s": (cfg.max_steps - step) * elapsed / max(1, step),
         **{f"trainer/{k}": v for k, v in m.items()},
@@ -210,6 +215,14 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         **backend.gauges(),  # weight_update_ms (per server with vllm), servers_up
     }
     return row
+
+
+def _episode_phases(trajectories: list) -> dict[str, float]:
+    """Seconds the batch's episodes spent in each phase, summed over episodes (they run concurrently, so these
+    add up to more than the wall-clock): generating, in tools, verifying, setting up."""
+    first = [t for t in trajectories if t.info.get("window", 0) == 0]  # one per episode: windows share timings
+    return {f"episodes_{k}": sum(t.timings.get(k, 0.0) for t in first)
+            for k in ("generate_s", "tools_s", "verify_s", "reset_s")}
 
 
 def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, after: dict | None,

@@ -1,6 +1,7 @@
 """The tiny recipe through `train()`: synchronous and asynchronous runs both learn; staleness stays
 within its bound and is really > 0 when asynchronous; faults are retried, masked and reported."""
 
+import itertools
 import json
 import sqlite3
 from pathlib import Path
@@ -29,12 +30,19 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
     rows = metrics(out)
     assert len(rows) == 30 and all(r["staleness_max"] == 0 for r in rows)
     assert summary["training"]["max_staleness_seen"] == 0
+    # where each step's time went: waiting for rollouts, training, weights to the engine, the checkpoint (in the
+    # next step's step_s), and the batch's episodes' own phases (summed over concurrent episodes)
+    for r, nxt in itertools.pairwise(rows):
+        assert r["push_s"] > 0 and r["checkpoint_s"] > 0 and r["episodes_generate_s"] > 0
+        assert nxt["step_s"] >= nxt["batch_wait_s"] + nxt["train_s"] + nxt["push_s"] + r["checkpoint_s"] - 1e-3
+    assert all(r["episodes_verify_s"] > 0 and r["episodes_tools_s"] < r["episodes_generate_s"] for r in rows)
     files = {p.name for p in out.iterdir()}
     assert {"config.yaml", "metrics.jsonl", "store.sqlite", "checkpoints", "audit.jsonl", "summary.md",
             "summary.json", "eval_before.json", "eval_after.json"} <= files
     s = json.loads((out / "summary.json").read_text())
     for side in ("before", "after"):
         assert set(s[side]) >= {"n", "mean_reward", "ci_low", "ci_high"} and s[side]["n"] == 64
+        assert s[side]["wall_s"] > 0  # the evaluation's own time, outside the steps
         assert s[side]["ci_low"] <= s[side]["mean_reward"] <= s[side]["ci_high"]
     d = s["difference"]  # temper.evals.compare.difference: after - before, paired per task
     assert set(d) >= {"diff", "ci_low", "ci_high", "change"} and (d["method"], d["paired"]) == ("paired", 64)
