@@ -74,6 +74,8 @@ class LoRAConfig(ConfigModel):
 class TrainerConfig(ConfigModel):
     micro_batch_tokens: int = 4096  # token budget of one micro-batch (packed row or padded block)
     packing: bool = True  # False: one sequence per row, padded to the micro-batch's longest
+    # packed samples with the same prompt (a group's) share one forward of it; the same logprobs and gradients
+    share_prompts: bool = True
     mini_batches: int = 1  # optimizer steps per trainer step (PPO-style updates on the same data)
     gradient_checkpointing: bool = False
     # pi_old from the update's own forward when there is one mini-batch (the same weights: the same numbers),

@@ -108,7 +108,8 @@ class Trainer:
         """This rank's share (every world-th micro-batch), then fillers so that ranks stay in step; values.keep
         is 1 on every real loss token."""
         t = self.cfg.trainer
-        mine = make_micro_batches(samples, t.micro_batch_tokens, t.packing, self.pad_id)[dist.rank()::dist.world_size()]
+        mine = make_micro_batches(samples, t.micro_batch_tokens, t.packing, self.pad_id,
+                                  t.share_prompts)[dist.rank()::dist.world_size()]
         filler = Sample(torch.tensor([self.pad_id, self.pad_id]), torch.tensor([0, 1]),
                         {k: torch.zeros(2) for k in ("adv", "behaviour")})
         mine += [replace(collate([filler], [[0]], t.packing, self.pad_id), filler=True)

@@ -87,3 +87,62 @@ def test_chunked_logprobs_match_full_log_softmax_and_gradients():
     h.grad = None
     full.gather(-1, t[:, None]).sum().backward()
     torch.testing.assert_close(g_chunked, h.grad)
+
+
+def _groups(prompts, rests, seed=1, turns=False):
+    """Samples in groups that share a prompt (a GRPO group's): prompt p, then a reply of its own (with, for
+    `turns`, an observation and a second reply, whose loss tokens come after tokens that carry none)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for p, rest in zip(prompts, rests, strict=True):
+        prompt = torch.randint(0, 64, (p,), generator=g)
+        for n in rest:
+            tokens = torch.cat([prompt, torch.randint(0, 64, (n,), generator=g)])
+            mask = torch.zeros(p + n, dtype=torch.bool)
+            mask[p:] = True
+            if turns and n > 3:
+                mask[p + n // 2: p + n // 2 + 2] = False  # an observation in the middle
+            out.append(Sample(tokens, mask, {"adv": torch.rand(p + n, generator=g)}))
+    return out
+
+
+def _by_sample(mbs, values):
+    """sample index -> its loss tokens' values, whatever the layout."""
+    out = {}
+    for mb, v in zip(mbs, values, strict=True):
+        for j, s in enumerate(mb.sample_ids):
+            out[s] = v[mb.seq_index == j]
+    return out
+
+
+def test_samples_that_share_a_prompt_forward_it_once_with_the_same_logprobs_and_gradients():
+    model = make_model().train()
+    samples = _groups([9, 6, 1], [[5, 3, 7, 4], [8, 2], [4, 4]], turns=True)  # a 1-token prompt is not shared
+    shared = make_micro_batches(samples, budget=64, packing=True)
+    apart = make_micro_batches(samples, budget=64, packing=True, share_prompts=False)
+    assert [e for mb in shared for e in mb.segments[0] if isinstance(e, tuple)] == [(9, (5, 3, 7, 4)), (6, (8, 2))]
+    assert sum(mb.num_tokens for mb in apart) - sum(mb.num_tokens for mb in shared) == 3 * 9 + 6  # forwarded once
+    with torch.no_grad():
+        a = _by_sample(apart, [micro_batch_logprobs(model, mb)[0] for mb in apart])
+        b = _by_sample(shared, [micro_batch_logprobs(model, mb)[0] for mb in shared])
+    assert a.keys() == b.keys() == set(range(len(samples)))
+    for s in a:
+        torch.testing.assert_close(b[s], a[s], rtol=1e-5, atol=1e-6)
+    ref_loss, ref_grads = _loss_and_grads(model, apart)
+    loss, grads = _loss_and_grads(model, shared)
+    assert abs(loss - ref_loss) < 1e-5 * max(1.0, abs(ref_loss))
+    for name, g in grads.items():
+        torch.testing.assert_close(g, ref_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_shared_prompt_keeps_a_sliding_window_and_a_group_over_the_budget_is_split():
+    model = make_model(sliding_window=4).train()
+    samples = _groups([7], [[6, 5, 6, 3]])
+    shared = make_micro_batches(samples, budget=20, packing=True)  # 7 + 6 + 5 = 18; the rest in another unit
+    assert [e for mb in shared for e in mb.segments[0] if isinstance(e, tuple)] == [(7, (6, 5)), (7, (6, 3))]
+    apart = make_micro_batches(samples, budget=20, packing=True, share_prompts=False)
+    with torch.no_grad():
+        a = _by_sample(apart, [micro_batch_logprobs(model, mb)[0] for mb in apart])
+        b = _by_sample(shared, [micro_batch_logprobs(model, mb)[0] for mb in shared])
+    for s in a:
+        torch.testing.assert_close(b[s], a[s], rtol=1e-5, atol=1e-6)

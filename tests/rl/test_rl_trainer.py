@@ -366,3 +366,25 @@ def test_pi_old_has_a_pass_of_its_own_where_folding_would_change_the_step():
     for over in ({"trainer__mini_batches": 2}, {"off_policy__mask_high": 1.5}, {"advantages__estimator": "gae"},
                  {"off_policy__recompute_logprobs": False}):
         assert not Trainer(make_model(), _cfg(**over)).folds_old_logprobs(), over
+
+
+def test_a_step_with_shared_prompts_equals_one_without_for_fewer_tokens_forwarded():
+    trajs = make_trajectories(groups=3, per_group=4, obs=True)
+    for t in trajs:  # a group's samples start with the same prompt, as a GRPO group's do
+        first = next(u for u in trajs if u.group_id == t.group_id)
+        p, q = first.loss_mask.index(1), t.loss_mask.index(1)
+        t.token_ids = first.token_ids[:p] + t.token_ids[q:]
+        t.loss_mask, t.logprobs = first.loss_mask[:p] + t.loss_mask[q:], first.logprobs[:p] + t.logprobs[q:]
+        t.versions = first.versions[:p] + t.versions[q:]
+    runs = {}
+    for share in (False, True):
+        model = make_model()
+        stats = Trainer(model, _cfg(trainer__share_prompts=share)).step(trajs).update
+        runs[share] = (_params(model), {n: p.grad.clone() for n, p in model.named_parameters()}, stats)
+    (p0, g0, a), (p1, g1, b) = runs[False], runs[True]
+    for name, g in g1.items():  # the same gradients, summed in another order
+        torch.testing.assert_close(g, g0[name], rtol=1e-4, atol=1e-8, msg=name)
+    _assert_same(p0, p1, atol=1e-5)  # Adam scales a near-zero gradient's rounding up to lr-sized steps
+    assert b.loss == pytest.approx(a.loss, rel=1e-5, abs=1e-7) and b.mismatch_kl == pytest.approx(a.mismatch_kl)
+    prompts = {t.group_id: t.loss_mask.index(1) for t in trajs}  # each forwarded once, not once per sample
+    assert a.tokens - b.tokens == sum((4 - 1) * p for p in prompts.values() if p >= 2) > 0
