@@ -149,7 +149,8 @@ def temper_train(out: Path, staleness: int, steps: int) -> dict[str, Any]:
     return {"staleness": staleness, "train_s": sum(r["step_s"] for r in rows), "steps": len(rows),
             "samples_generated": generated, "samples_trained": len(trained),
             "rollout_wait_s": sum(r["batch_wait_s"] for r in rows), "trainer_s": sum(r["train_s"] for r in rows),
-            "push_s": sum(r["push_s"] for r in rows), "checkpoint_s": sum(r["checkpoint_s"] for r in rows[:-1]),
+            "push_s": sum(r["push_s"] for r in rows),
+            "checkpoint_s": sum(r.get("checkpoint_s", 0.0) for r in rows[:-1]),  # a row has one if it saved
             "tasks": [g[0] for g in groups.values()], "prompt_ids": [g[1] for g in groups.values()],
             "model": str(ckpt), "batch_reward": [r["reward"] for r in rows]}
 

@@ -107,6 +107,20 @@ class Checks:
         return Image.open(io.BytesIO(png)).convert("RGB")
 
 
+def click(page: Page, selector: str) -> bool:
+    """Click `selector` as a player would: a missing, hidden or disabled element takes no click (the state after it
+    says so, and nothing waits on it); an enabled one is clicked, given the time a loaded machine needs (a 1 s
+    limit skipped clicks on a busy machine and made an oracle flaky). Whether it clicked."""
+    el = page.locator(selector)
+    try:
+        if el.count() != 1 or not el.is_visible() or not el.is_enabled():
+            return False
+        el.click(timeout=TIMEOUT_MS)
+        return True
+    except Exception:  # covered by another element, detached meanwhile: no click, as for a player
+        return False
+
+
 def boxes(page: Page, selector: str) -> list[dict]:
     """Each element matching `selector`: its box in CSS px (x, y, w, h) and its text."""
     return page.evaluate(BOXES, selector)

@@ -1,19 +1,12 @@
 """Play three games by clicking (X wins, O wins, a draw) and score each rule of the instruction, one reward
 component each."""
 
-import contextlib
-
 import webcheck
 
 CELLS = """[...Array(9).keys()].map(i => { const e = document.getElementById('cell-' + i); if (!e) return null;
   const r = e.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height, text: e.textContent.trim()}; })"""
 STATUS = "document.getElementById('status')?.textContent.trim() ?? null"
 E = ""
-
-
-def click(page, selector: str) -> None:
-    with contextlib.suppress(Exception):  # missing or disabled: the click does nothing, and the state says so
-        page.click(selector, timeout=1000)
 
 
 def grid_ok(cells: list) -> bool:
@@ -35,7 +28,7 @@ def check(c: webcheck.Checks) -> None:
 
     def play(*moves: int):
         for i in moves:
-            click(page, f"#cell-{i}")
+            webcheck.click(page, f"#cell-{i}")
         return state()
 
     c.score("grid", grid_ok(page.evaluate(CELLS)) and state() == ([E] * 9, "X to move"))
@@ -45,7 +38,7 @@ def check(c: webcheck.Checks) -> None:
     c.score("taken_ignored", taken and play(1) == (["X", "X", E, E, "O", E, E, E, E], "O to move"))
     won = c.score("x_wins", play(3, 2) == (["X", "X", "X", "O", "O", E, E, E, E], "X wins"))
     c.score("stops_after_win", won and play(5) == (["X", "X", "X", "O", "O", E, E, E, E], "X wins"))
-    click(page, "#restart")
+    webcheck.click(page, "#restart")
     button = page.locator("#restart")
     c.score("restart", button.count() == 1 and button.inner_text().strip() == "Restart"
             and state() == ([E] * 9, "X to move") and play(8) == ([E] * 8 + ["X"], "O to move"))
