@@ -6,26 +6,22 @@ chat messages in training order with their answers, the matched settings, the ou
 OUT/trl.json (per-step wall-clock times, every completion with its reward, the prompt token ids TRL generated from)
 and the trained model to OUT/model.
 
-The reward is the rule temper's arithmetic suite scores with (temper.envs.suites.arithmetic.lenient_number: the
-number after the last '=', else the last number, commas dropped), written out again here because this venv has
-no temper; main_job_bench.py rescores every completion with temper's own verifier and fails if one differs.
+The reward is the rule temper's arithmetic suite scores with, `lenient_number` of temper/envs/answer.py (standard
+library only), loaded by its path because this venv has no temper; main_job_bench.py also rescores every completion
+with temper's own verifier and fails if one differs.
 """
 
+import importlib.util
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
-NUMBER = re.compile(r"-?\d+")
-
-
-def lenient_number(text: str) -> str | None:
-    text = text.replace(",", "")
-    if "=" in text and (m := NUMBER.search(text.rsplit("=", 1)[1])):
-        return m.group()
-    found = NUMBER.findall(text)
-    return found[-1] if found else None
+_ANSWER = Path(__file__).resolve().parents[1] / "temper" / "envs" / "answer.py"
+_spec = importlib.util.spec_from_file_location("temper_answer", _ANSWER)
+_answer = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_answer)
+lenient_number = _answer.lenient_number
 
 
 def main(spec_path: str) -> None:

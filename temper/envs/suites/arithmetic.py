@@ -14,9 +14,9 @@ so sandbox faults reach the episode like they would in a terminal task.
 """
 
 import random
-import re
 from typing import Any, ClassVar
 
+from temper.envs.answer import lenient_number
 from temper.envs.env import Observation, StepResult, timed_verify
 from temper.envs.registry import register_suite
 from temper.envs.reward import Reward
@@ -25,17 +25,7 @@ from temper.envs.suite import ListSuite
 from temper.envs.task import Task
 from temper.errors import TemperError
 
-_NUMBER = re.compile(r"-?\d+")
 _CHECK = "import sys; print(int(sys.argv[1].strip() == sys.argv[2].strip()))"
-
-
-def lenient_number(text: str) -> str | None:
-    """The number a reply commits to: the first after the last '=', else the last one in the text."""
-    text = text.replace(",", "")
-    if "=" in text and (m := _NUMBER.search(text.rsplit("=", 1)[1])):
-        return m.group()
-    found = _NUMBER.findall(text)
-    return found[-1] if found else None
 
 
 class AnswerEnv(SandboxEnv):

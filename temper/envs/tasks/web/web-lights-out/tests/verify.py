@@ -1,7 +1,6 @@
 """Solve the puzzle by clicking (after a click undone by a second one), read the board after every click, and
 score each rule of the instruction, one reward component each."""
 
-
 import webcheck
 
 START = ["11001", "10111", "01111", "00110", "00111"]

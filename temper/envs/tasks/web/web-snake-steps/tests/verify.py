@@ -1,7 +1,6 @@
 """Drive the snake by clicks and key presses (no timers: the same steps give the same game), read its state
 after each step, look at the colours drawn, and score each rule of the instruction, one reward component each."""
 
-
 import webcheck
 
 STATE = """() => { const b = document.getElementById('board'), t = id => document.getElementById(id)?.textContent.trim();
