@@ -1,6 +1,6 @@
 """The main job side by side: temper's default recipe and Hugging Face TRL's GRPOTrainer, matched, one run each.
 
-    .venv/bin/python benchmarks/main_job_bench.py [--steps 16] [--staleness 1,0] [--eval-n 200]
+    .venv/bin/python benchmarks/main_job_bench.py [--steps 16] [--staleness 1,0] [--seeds 0,1,2] [--eval-n 200]
 
 1. `temper train` with its default recipe (SmolLM2-135M-Instruct, two-digit addition, GRPO), once per
    `orchestrator.max_staleness` asked for, held-out evaluation off (it is done below, the same way for all).
@@ -130,10 +130,11 @@ def ensure_trl() -> Path:
     return py
 
 
-def temper_train(out: Path, staleness: int, steps: int) -> dict[str, Any]:
+def temper_train(out: Path, staleness: int, steps: int, seed: int) -> dict[str, Any]:
     run([str(ROOT / ".venv/bin/temper"), "train", "--out", str(out), "--max-steps", str(steps),
-         "--set", f"orchestrator.max_staleness={staleness}", "--set", "eval.before=false",
-         "--set", "eval.after=false", "--set", "logging.progress=false"], stdout=subprocess.DEVNULL)
+         "--set", f"orchestrator.max_staleness={staleness}", "--set", f"runtime.seed={seed}",
+         "--set", "eval.before=false", "--set", "eval.after=false", "--set", "logging.progress=false"],
+        stdout=subprocess.DEVNULL)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     db = sqlite3.connect(out / "store.sqlite")
     generated = db.execute("SELECT COUNT(*) FROM trajectories WHERE status != 'in_flight'").fetchone()[0]
@@ -184,6 +185,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="trainer steps per side (default: the recipe's)")
     ap.add_argument("--staleness", default="1,0", help="temper's orchestrator.max_staleness values (the first "
                                                        "run's trained tasks are TRL's)")
+    ap.add_argument("--seeds", default=None, help="runtime.seed values, e.g. 0,1,2 (default: the recipe's); "
+                                                   "several: gains paired over every (seed, task)")
     ap.add_argument("--eval-n", type=int, default=None, help="held-out tasks (default: the recipe's)")
     ap.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
     ap.add_argument("--out", type=Path, default=OUT / "latest.json")
@@ -213,37 +216,66 @@ def main() -> None:
     if opt.min_lr_ratio != 1.0 or opt.warmup_steps or opt.weight_decay or loss.aggregation != "token_mean":
         raise SystemExit("main_job_bench: the recipe's schedule or loss is not one TRL's side is set up to match")
     py = ensure_trl()
-
-    temper_runs = {}
-    for s in [int(x) for x in args.staleness.split(",")]:
-        log(f"temper train, max_staleness {s}, {steps} steps")
-        temper_runs[s] = temper_train(work / f"temper-s{s}", s, steps)
-    first = temper_runs[next(iter(temper_runs))]
-    prompts = [{"messages": [{"role": "system", "content": cfg.agent.system_prompt},
-                             {"role": "user", "content": tasks[tid].prompt}],
-                "answer": str(tasks[tid].payload["answer"])} for tid in first["tasks"][:steps * o.batch_groups]]
-    log(f"TRL GRPOTrainer, {steps} steps")
-    trl = trl_train(py, work / "trl", model, prompts, settings)
-
-    bad_prompts = prompt_mismatches(first["prompt_ids"][:len(prompts)], trl["prompt_ids"])
-    bad_rewards = reward_mismatches(trl["completions"], temper_score(suite, tasks))
-    if bad_prompts or bad_rewards:
-        raise SystemExit(f"main_job_bench: not matched: prompts {bad_prompts[:5]} differ in token ids, "
-                         f"{len(bad_rewards)} rewards differ (first: {bad_rewards[:1]})")
-
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [cfg.runtime.seed]
     agent = {"system_prompt": cfg.agent.system_prompt, "max_turns": 1, "max_turn_tokens": cfg.agent.max_turn_tokens,
              "max_answer_retries": 0, "max_context_tokens": cfg.agent.max_context_tokens}
     limit = first_distinct([t.id for t in parse_spec(cfg.eval.suite).tasks()], eval_n)
-    evals = {"before": temper_eval(model, work / "eval-before", cfg.eval.suite, limit, agent)}
-    for s, r in temper_runs.items():
-        evals[f"temper_s{s}"] = temper_eval(r["model"], work / f"eval-temper-s{s}", cfg.eval.suite, limit, agent)
-    evals["trl"] = temper_eval(trl["model"], work / "eval-trl", cfg.eval.suite, limit, agent)
-    ids = heldout_ids(evals)
-    result = summarize(evals, temper_runs, trl, settings, len(ids), len(trl["completions"]))
+    before = temper_eval(model, work / "eval-before", cfg.eval.suite, limit, agent)  # greedy: one for all seeds
+    per_seed = []
+    for seed in seeds:
+        temper_runs: dict[int, dict] = {}
+        for st in [int(x) for x in args.staleness.split(",")]:
+            log(f"seed {seed}: temper train, max_staleness {st}, {steps} steps")
+            temper_runs[st] = temper_train(work / f"seed{seed}" / f"temper-s{st}", st, steps, seed)
+        first = temper_runs[next(iter(temper_runs))]
+        prompts = [{"messages": [{"role": "system", "content": cfg.agent.system_prompt},
+                                 {"role": "user", "content": tasks[tid].prompt}],
+                    "answer": str(tasks[tid].payload["answer"])} for tid in first["tasks"][:steps * o.batch_groups]]
+        log(f"seed {seed}: TRL GRPOTrainer, {steps} steps")
+        trl = trl_train(py, work / f"seed{seed}" / "trl", model, prompts, {**settings, "seed": seed})
+
+        bad_prompts = prompt_mismatches(first["prompt_ids"][:len(prompts)], trl["prompt_ids"])
+        bad_rewards = reward_mismatches(trl["completions"], temper_score(suite, tasks))
+        if bad_prompts or bad_rewards:
+            raise SystemExit(f"main_job_bench: not matched (seed {seed}): prompts {bad_prompts[:5]} differ in token "
+                             f"ids, {len(bad_rewards)} rewards differ (first: {bad_rewards[:1]})")
+        evals = {"before": before}
+        for st, r in temper_runs.items():
+            evals[f"temper_s{st}"] = temper_eval(r["model"], work / f"seed{seed}" / f"eval-temper-s{st}",
+                                                 cfg.eval.suite, limit, agent)
+        evals["trl"] = temper_eval(trl["model"], work / f"seed{seed}" / "eval-trl", cfg.eval.suite, limit, agent)
+        n_ids = len(heldout_ids(evals))
+        per_seed.append({"seed": seed, "evals": evals, "temper_runs": temper_runs, "trl": trl,
+                         "summary": summarize(evals, temper_runs, trl, {**settings, "seed": seed}, n_ids,
+                                              len(trl["completions"]))})
+        log(f"seed {seed}: " + json.dumps({k: v for k, v in per_seed[-1]["summary"].items() if "ratio" in k}))
+    result = pooled(per_seed, settings) if len(per_seed) > 1 else per_seed[0]["summary"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, args.out.with_suffix(".png"))
     print(json.dumps(result))
+
+
+def pooled(per_seed: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """Several seeds as one comparison: gains paired over every (seed, task), training minutes and sample
+    counts averaged over the seeds; each seed's own summary under `per_seed`."""
+    def merged(name: str) -> dict[str, float | None]:
+        return {f"{r['seed']}/{tid}": v for r in per_seed for tid, v in r["evals"][name].items()}
+
+    def mean_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, v in runs[0].items() if isinstance(v, int | float) and k != "staleness"]
+        return {**runs[0], **{k: sum(r[k] for r in runs) / len(runs) for k in keys}}
+
+    names = list(per_seed[0]["evals"])
+    evals = {name: merged(name) for name in names}
+    temper_runs = {st: mean_run([r["temper_runs"][st] for r in per_seed]) for st in per_seed[0]["temper_runs"]}
+    trl = mean_run([r["trl"] for r in per_seed])
+    generated = round(sum(len(r["trl"]["completions"]) for r in per_seed) / len(per_seed))
+    out = summarize(evals, temper_runs, trl, {**settings, "seeds": [r["seed"] for r in per_seed]},
+                    len(heldout_ids(evals)), generated)
+    out["heldout_n"] = len(heldout_ids(per_seed[0]["evals"]))
+    out["per_seed"] = [r["summary"] for r in per_seed]
+    return out
 
 
 def summarize(evals: dict[str, dict], temper_runs: dict[int, dict], trl: dict, settings: dict, n_heldout: int,

@@ -78,6 +78,7 @@ class OrchestratorConfig(ConfigModel):
     # the step trains on fewer groups.
     max_refills: int = Field(8, ge=0)
     save_every: int = Field(1, ge=1)  # checkpoint (and consumption commit) every N steps
+    async_checkpoints: bool = True  # written while the next step trains (one trainer process; checkpointer.py)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     faults: FaultConfig = Field(default_factory=FaultConfig)
     replay: ReplayConfig = Field(default_factory=ReplayConfig)

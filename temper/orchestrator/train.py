@@ -22,6 +22,7 @@ from temper.evals.suite_runner import Gate
 from temper.evals.summary import task_scores
 from temper.orchestrator.backend_solver import BackendSolver
 from temper.orchestrator.backends import make_backend
+from temper.orchestrator.checkpointer import Checkpointer
 from temper.orchestrator.config import TrainConfig
 from temper.orchestrator.pipeline import Group, Pipeline
 from temper.orchestrator.plots import write_plots
@@ -85,6 +86,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     # freed activations (GBs) stay in that arena, so steps hopping across a pool's threads grew the
     # process by ~1 GB a step (measured: 5.5 -> 12 GB over 5 steps of the default recipe).
     trainer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
+    checkpointer = Checkpointer(trainer, store, run.checkpoints, loaded.tokenizer, trainer_thread,
+                                background=cfg.orchestrator.async_checkpoints and ranks == 1)
     loop = asyncio.get_running_loop()
     try:
         backend = make_backend(cfg, specs, str(run.path / "sandbox"), run_dir=run.path, dtype=trainer.dtype)
@@ -120,10 +123,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 pending.append((step, [g.id for g in batch.groups], [g.id for g in batch.replayed], row))
                 if step % cfg.orchestrator.save_every == 0 or step >= cfg.max_steps:
                     trainer.data_cursor = {"scheduler": scheduler.state_dict(), "step": step}
-                    path = await loop.run_in_executor(trainer_thread, trainer.save_checkpoint, run.checkpoints, row,
-                                                      loaded.tokenizer)
-                    # the marks commit with the checkpoint that holds their weights (store.py)
-                    await asyncio.to_thread(store.commit_steps, pending, path.name)
+                    row.update(await checkpointer.save(pending, row))
                     pending = []
                     row["checkpoint_s"] = time.monotonic() - last  # in the next step's step_s
                 if cfg.eval.every and step % cfg.eval.every == 0 and eval_suite and not (mid and not mid.done()):
@@ -132,6 +132,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 run.log_metrics(row)
                 trackers.log(row)
                 progress.step(row)
+            await checkpointer.drain()  # the last checkpoint is committed before anything reads the store
             await pipe.stop()
             if mid is not None:  # an evaluation asked for during training finishes and is recorded
                 await mid
@@ -143,6 +144,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 run.audit("eval", which="after", **{k: v for k, v in after.items() if k != "scores"})
             summary = _summary(cfg, run, store, before, after, time.monotonic() - t0)
     finally:
+        await checkpointer.close()
         if pipe is not None:  # after an error too: no group task may run on into a closed store
             await pipe.stop()
         if backend is not None:

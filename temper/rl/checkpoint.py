@@ -16,6 +16,7 @@ A checkpoint is written into a hidden temporary folder and renamed into place, s
 either the previous state or the complete new one; folders without meta.json are never loaded.
 """
 
+import copy as copy_module
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import random
 import re
 import shutil
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -80,45 +82,91 @@ def _set_trainer_state(trainer, state: dict[str, Any]) -> None:
     trainer.data_cursor = state["data_cursor"]
 
 
+@dataclass(frozen=True)
+class CheckpointSnapshot:
+    """One process's checkpoint, copied out of the live trainer: `write_snapshot` writes it (on another
+    thread, while the trainer takes its next step: `orchestrator.async_checkpoints`)."""
+
+    name: str  # step_NNNNNN
+    model_config: Any
+    policy: dict[str, torch.Tensor]  # the model folder's weights (LoRA merged)
+    state: dict[str, Any]  # trainer.pt: the trainer's state and the optimizer's
+    meta: dict[str, Any]
+    retention: Any  # CheckpointConfig: what to keep after the write
+
+
+def snapshot_checkpoint(trainer, metrics: dict[str, float], rng: dict[str, Any] | None = None,
+                        policy: dict[str, torch.Tensor] | None = None, copy: bool = True) -> CheckpointSnapshot:
+    """What save_trainer_checkpoint writes for one process. `copy`: of every tensor and value, so the trainer
+    may go on training while it is written (costs one copy of weights and optimizer state in memory)."""
+    state = {**_trainer_state(trainer, rng), "optimizer": trainer.optimizer.state_dict()}
+    meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": dict(metrics)}
+    return CheckpointSnapshot(f"step_{trainer.step_count:06d}", trainer.model.config,
+                              # policy_state_dict is already a copy (detached clones, or merged LoRA)
+                              policy if policy is not None else trainer.policy_state_dict(),
+                              copy_module.deepcopy(state) if copy else state, copy_module.deepcopy(meta),
+                              trainer.cfg.checkpoint)
+
+
+def write_snapshot(snap: CheckpointSnapshot, root: Path, tokenizer: Any = None) -> Path:
+    """Write a snapshot atomically (a temporary folder, fsynced, renamed into place), point `latest` at it
+    and apply retention; returns the checkpoint's folder."""
+    tmp = _fresh_tmp(root, snap.name)
+    _write_model_and_meta(tmp, snap.model_config, snap.policy, tokenizer, snap.meta)
+    torch.save(snap.state, tmp / "trainer.pt")
+    return _publish(tmp, root, snap.name, snap.retention)
+
+
 def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], tokenizer: Any = None,
                             rng: dict[str, Any] | None = None, policy: dict[str, torch.Tensor] | None = None) -> Path:
     """One process: trainer.pt holds the optimizer; FSDP ranks: dcp/ holds model + optimizer shards (every rank
     writes its own). `rng`: the RNG state to record (None: this process's; a rank records its driver's).
     `policy`: the full weights of this very version, already gathered (ranks must all pass one or all not)."""
-    from temper.models.loading import save_model
-
+    if not dist.is_distributed():
+        return write_snapshot(snapshot_checkpoint(trainer, metrics, rng, policy, copy=False), root, tokenizer)
     name = f"step_{trainer.step_count:06d}"
     if policy is None:
         policy = trainer.policy_state_dict()  # collective under FSDP: every rank calls it
-    final = root / name
+    tmp = _fresh_tmp(root, name) if dist.rank() == 0 else root / f".tmp-{name}"
+    tmp = _save_shards(trainer, tmp, _trainer_state(trainer, rng))
+    if dist.rank() == 0:
+        meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": metrics,
+                "world_size": dist.world_size()}
+        _write_model_and_meta(tmp, trainer.model.config, policy, tokenizer, meta)
+        _publish(tmp, root, name, trainer.cfg.checkpoint)
+    torch.distributed.barrier()
+    return root / name
+
+
+def _fresh_tmp(root: Path, name: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{name}-{os.getpid()}"
-    if dist.rank() == 0:
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-    state = _trainer_state(trainer, rng)
-    if dist.is_distributed():
-        tmp = _save_shards(trainer, tmp, state)
-    if dist.rank() == 0:
-        # what save_model needs of a model (config + state_dict), for a state dict we already hold
-        save_model(SimpleNamespace(config=trainer.model.config, state_dict=lambda: policy), tokenizer, tmp / "model")
-        if not dist.is_distributed():
-            torch.save({**state, "optimizer": trainer.optimizer.state_dict()}, tmp / "trainer.pt")
-        meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": metrics}
-        if dist.is_distributed():
-            meta["world_size"] = dist.world_size()
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        _fsync_tree(tmp)
-        if final.exists():  # re-saving the same step: move the old one aside first
-            old = root / f".old-{name}-{os.getpid()}"
-            final.rename(old)
-            shutil.rmtree(old)
-        tmp.rename(final)
-        latest_tmp = root / f".latest-{os.getpid()}"
-        latest_tmp.write_text(name + "\n")
-        os.replace(latest_tmp, root / "latest")
-        _retain(root, trainer.cfg.checkpoint)
-    if dist.is_distributed():
-        torch.distributed.barrier()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tmp
+
+
+def _write_model_and_meta(tmp: Path, model_config: Any, policy: dict[str, torch.Tensor], tokenizer: Any,
+                          meta: dict[str, Any]) -> None:
+    from temper.models.loading import save_model
+
+    # what save_model needs of a model (config + state_dict), for a state dict we already hold
+    save_model(SimpleNamespace(config=model_config, state_dict=lambda: policy), tokenizer, tmp / "model")
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def _publish(tmp: Path, root: Path, name: str, retention: Any) -> Path:
+    """fsync the temporary folder, rename it into place, point `latest` at it, apply retention."""
+    _fsync_tree(tmp)
+    final = root / name
+    if final.exists():  # re-saving the same step: move the old one aside first
+        old = root / f".old-{name}-{os.getpid()}"
+        final.rename(old)
+        shutil.rmtree(old)
+    tmp.rename(final)
+    latest_tmp = root / f".latest-{os.getpid()}"
+    latest_tmp.write_text(name + "\n")
+    os.replace(latest_tmp, root / "latest")
+    _retain(root, retention)
     return final
 
 

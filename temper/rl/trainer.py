@@ -20,7 +20,12 @@ from torch import nn
 from temper.rl import distributed as dist
 from temper.rl.advantages import RunningBaseline, outcome_advantages
 from temper.rl.batching import MicroBatch, Sample, collate, make_micro_batches, trajectory_sample
-from temper.rl.checkpoint import load_trainer_checkpoint, save_trainer_checkpoint
+from temper.rl.checkpoint import (
+    CheckpointSnapshot,
+    load_trainer_checkpoint,
+    save_trainer_checkpoint,
+    snapshot_checkpoint,
+)
 from temper.rl.config import GROUP_ESTIMATORS, RLConfig
 from temper.rl.critic import Critic
 from temper.rl.filtering import filter_trajectories
@@ -242,6 +247,10 @@ class Trainer:
     def save_checkpoint(self, root: str | Path, metrics: dict[str, float] | None = None,
                         tokenizer: object = None) -> Path:
         return save_trainer_checkpoint(self, Path(root), metrics or {}, tokenizer)
+
+    def snapshot_checkpoint(self, metrics: dict[str, float] | None = None) -> CheckpointSnapshot:
+        """This step's checkpoint copied in memory: `write_snapshot` writes it while the next step trains."""
+        return snapshot_checkpoint(self, metrics or {})
 
     def load_checkpoint(self, path: str | Path) -> None:
         load_trainer_checkpoint(self, Path(path))

@@ -36,6 +36,12 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
         assert r["push_s"] > 0 and r["checkpoint_s"] > 0 and r["episodes_generate_s"] > 0
         assert nxt["step_s"] >= nxt["batch_wait_s"] + nxt["train_s"] + nxt["push_s"] + r["checkpoint_s"] - 1e-3
     assert all(r["episodes_verify_s"] > 0 and r["episodes_tools_s"] < r["episodes_generate_s"] for r in rows)
+    # checkpoints are written in the background (orchestrator.async_checkpoints): each save after the first
+    # waited for the previous write, which took time of its own, and every step committed with its checkpoint
+    assert "checkpoint_write_s" not in rows[0] and all(r["checkpoint_write_s"] > 0 for r in rows[1:])
+    steps = sqlite3.connect(out / "store.sqlite").execute("SELECT step, checkpoint FROM steps ORDER BY step").fetchall()
+    assert [s for s, _ in steps] == list(range(1, 31)) and all(c for _, c in steps)  # named by trainer steps
+    assert steps[-1][1] == (out / "checkpoints" / "latest").read_text().strip()
     files = {p.name for p in out.iterdir()}
     assert {"config.yaml", "metrics.jsonl", "store.sqlite", "checkpoints", "audit.jsonl", "summary.md",
             "summary.json", "eval_before.json", "eval_after.json"} <= files

@@ -71,3 +71,31 @@ def test_every_side_must_have_scored_the_same_heldout_tasks():
 def test_the_heldout_limit_counts_distinct_tasks():
     assert bench.first_distinct(["a", "b", "a", "c", "d"], 3) == 4
     assert bench.first_distinct(["a", "a"], 3) == 2
+
+
+def test_several_seeds_pool_their_gains_over_every_seed_and_task():
+    def run(train_s: float) -> dict:
+        return {"train_s": train_s, "samples_generated": 100, "samples_trained": 64, "rollout_wait_s": 1.0,
+                "trainer_s": 2.0, "push_s": 0.5, "checkpoint_s": 0.5}
+
+    tasks = [f"t{i}" for i in range(40)]
+    before = {t: float(i % 2) for i, t in enumerate(tasks)}
+    per_seed = []
+    for seed, (temper_up, trl_up, minutes) in enumerate([(10, 4, 5.0), (20, 8, 7.0)]):
+        # each side solves `up` of the tasks the base model failed: gain = up / 40
+        failed = [t for t in tasks if before[t] == 0]
+        up = {name: {t: 1.0 if (before[t] or t in failed[:n]) else 0.0 for t in tasks}
+              for name, n in (("temper_s1", temper_up), ("trl", trl_up))}
+        evals = {"before": before, **up}
+        runs = {1: {**run(minutes * 60), "staleness": 1}}
+        trl = {**run(2 * minutes * 60), "completions": [{}] * 512, "versions": {"trl": "1.16.0"}, "prompt_ids": []}
+        per_seed.append({"seed": seed, "evals": evals, "temper_runs": runs, "trl": trl,
+                         "summary": bench.summarize(evals, runs, trl, {}, 40, 512)})
+    out = bench.pooled(per_seed, {})
+    assert out["settings"]["seeds"] == [0, 1] and len(out["per_seed"]) == 2
+    assert out["trl"]["paired_n"] == out["temper_s1"]["paired_n"] == 80 and out["heldout_n"] == 40
+    assert out["temper_s1"]["gain"] == pytest.approx((10 + 20) / 80, abs=1e-3)  # the mean of the seeds' gains
+    assert out["temper_s1"]["train_min"] == 6.0 and out["trl"]["train_min"] == 12.0  # minutes averaged
+    # temper gains 2.5x TRL's in half the minutes: 5x TRL's gain per minute, pooled as in each seed
+    assert out["gain_per_min_ratio_s1"] == pytest.approx(5.0, rel=0.01)
+    assert [s["gain_per_min_ratio_s1"] for s in out["per_seed"]] == pytest.approx([5.0, 5.0], rel=0.01)

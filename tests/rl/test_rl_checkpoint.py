@@ -9,7 +9,7 @@ from conftest import make_model, make_trajectories
 from temper.errors import TemperError
 from temper.models.checkpoint import load_checkpoint
 from temper.rl import RLConfig, Trainer
-from temper.rl.checkpoint import list_checkpoints, resolve_checkpoint
+from temper.rl.checkpoint import list_checkpoints, resolve_checkpoint, write_snapshot
 
 
 def _cfg() -> RLConfig:
@@ -35,26 +35,51 @@ def _run(trainer: Trainer, steps: range) -> list[float]:
     return losses
 
 
-def test_resume_matches_an_uninterrupted_run_exactly(tmp_path):
-    torch.manual_seed(123)
-    full = Trainer(make_model(), _cfg())
-    expected = _run(full, range(5))
+def _started(seed: int, steps: int) -> tuple[Trainer, list[float]]:
+    """A trainer seeded `seed` after `steps` steps, and their losses."""
+    torch.manual_seed(seed)
+    trainer = Trainer(make_model(), _cfg())
+    return trainer, _run(trainer, range(steps))
 
-    torch.manual_seed(123)
-    first = Trainer(make_model(), _cfg())
-    got = _run(first, range(2))
-    path = first.save_checkpoint(tmp_path, {"reward_mean": 0.5})
+
+def _resumed(root) -> tuple[Trainer, list[float]]:
+    """A fresh trainer (other weights, other RNG state) loaded from root, run to step 5."""
     torch.manual_seed(999)  # a fresh process would start from some other RNG state
     resumed = Trainer(make_model(seed=7), _cfg())
-    resumed.load_checkpoint(tmp_path)
+    resumed.load_checkpoint(root)
     assert resumed.step_count == 2 and resumed.policy_version == 2 and resumed.data_cursor == 2
-    got += _run(resumed, range(resumed.data_cursor, 5))
-    assert got == expected  # bit for bit
+    return resumed, _run(resumed, range(resumed.data_cursor, 5))
+
+
+def test_resume_matches_an_uninterrupted_run_exactly(tmp_path):
+    full, expected = _started(123, 5)
+    first, got = _started(123, 2)
+    path = first.save_checkpoint(tmp_path, {"reward_mean": 0.5})
+    resumed, rest = _resumed(tmp_path)
+    assert got + rest == expected  # bit for bit
     for (n, a), b in zip(full.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b), n
     # the model folder is a plain HF checkpoint of the policy
     saved = load_checkpoint(path / "model")
     assert torch.equal(saved.model.embed_tokens.weight, first.model.model.embed_tokens.weight)
+
+
+def test_a_snapshot_written_after_further_steps_is_the_checkpoint_of_its_own_step(tmp_path):
+    """What the background writer relies on: the snapshot is a copy, so the steps taken while it is
+    written change nothing in it, and resuming from it continues bit for bit."""
+    _, expected = _started(11, 5)
+    live, got = _started(11, 2)
+    snap = live.snapshot_checkpoint({"reward_mean": 0.5})
+    at_snapshot = {k: v.clone() for k, v in live.model.state_dict().items()}
+    _run(live, range(2, 4))  # the next steps train while the snapshot waits to be written
+    assert not torch.equal(live.model.model.embed_tokens.weight, at_snapshot["model.embed_tokens.weight"])
+    path = write_snapshot(snap, tmp_path)
+    assert path.name == "step_000002" and (tmp_path / "latest").read_text().strip() == "step_000002"
+    saved = load_checkpoint(path / "model")
+    assert torch.equal(saved.model.embed_tokens.weight, at_snapshot["model.embed_tokens.weight"])
+
+    _, rest = _resumed(tmp_path)
+    assert got + rest == expected  # optimizer, scheduler and RNG states are the snapshot's too
 
 
 def test_resume_with_lora(tmp_path):
