@@ -20,6 +20,9 @@ class RuntimeConfig(ConfigModel):
     # On a busy 2-core box one intra-op thread is often faster than two for small models
     # (2 threads measured 5-30x slower than 1): make it a setting and measure. 0 = torch's default.
     threads: int = 1
+    # temper train (local backend, one trainer process): the engine's and the trainer's threads each use all the
+    # machine's cores while the other waits, `threads` while both work (temper/cores.py)
+    share_cores: bool = True
     seed: int = 0
     # Where models, the engine and the trainer run: auto = the first CUDA GPU when torch sees one, else cpu.
     device: str = "auto"

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import torch
 
+from temper import cores
 from temper.engine.llm_engine import LLMEngine
 from temper.generation.completion import Completion, TokenEvent
 from temper.generation.sampling_params import SamplingParams
@@ -46,7 +47,11 @@ class AsyncEngine:
                     continue
                 with self._step_lock:
                     if self._running.is_set():
+                        if (share := cores.current()) is not None:  # all cores while the trainer waits
+                            share.engine_threads()
                         self.engine.step()
+            if (share := cores.current()) is not None:
+                share.engine_idle()
 
     async def submit(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                      request_id: str | None = None, speculate: bool = True) -> "EngineStream":

@@ -94,6 +94,11 @@ class Pipeline:
     def budget_left(self) -> int:
         return (self.cfg.max_staleness + 1) * self.cfg.batch_groups - (self.running + len(self.ready) + self.taken)
 
+    def rollouts_idle(self) -> bool:
+        """No episode is running and none can start before the next publish (the staleness budget is spent):
+        the trainer's step may take every core (temper/cores.py)."""
+        return self.running == 0 and self.low_running == 0 and self.budget_left() <= 0
+
     def start(self) -> None:
         self.producer = asyncio.create_task(self._produce())
 

@@ -6,11 +6,14 @@
 """
 
 import asyncio
+import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from temper import cores
 from temper.envs import parse_spec
 from temper.envs.suite import Suite
 from temper.errors import TemperError
@@ -86,6 +89,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
     # freed activations (GBs) stay in that arena, so steps hopping across a pool's threads grew the
     # process by ~1 GB a step (measured: 5.5 -> 12 GB over 5 steps of the default recipe).
     trainer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainer")
+    cores.install(_core_share(cfg, ranks, device))
     checkpointer = Checkpointer(trainer, store, run.checkpoints, loaded.tokenizer, trainer_thread,
                                 background=cfg.orchestrator.async_checkpoints and ranks == 1)
     loop = asyncio.get_running_loop()
@@ -109,7 +113,8 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
             while step < cfg.max_steps:
                 batch = await pipe.next_batch()
                 t_train, version = time.monotonic(), trainer.policy_version
-                stats = await loop.run_in_executor(trainer_thread, trainer.step, batch.trajectories)
+                alone = pipe.rollouts_idle()  # no rollout can start before this step ends: it may take every core
+                stats = await loop.run_in_executor(trainer_thread, _on_cores, alone, trainer.step, batch.trajectories)
                 train_s = time.monotonic() - t_train
                 step += 1
                 t_push = time.monotonic()
@@ -118,7 +123,7 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
                 push_s = time.monotonic() - t_push
                 await pipe.published(trainer.policy_version, batch)
                 row = {**_row(step, stats.as_metrics(), batch, pipe, backend, time.monotonic() - last, train_s, cfg,
-                              t0), "push_s": push_s, "train_version": version}
+                              t0), "push_s": push_s, "train_version": version, **_cores_row(alone)}
                 last = time.monotonic()
                 pending.append((step, [g.id for g in batch.groups], [g.id for g in batch.replayed], row))
                 if step % cfg.orchestrator.save_every == 0 or step >= cfg.max_steps:
@@ -153,7 +158,31 @@ async def _train(cfg: TrainConfig, run: RunDir) -> dict[str, Any]:
         trainer.close()
         trackers.close()
         store.close()
+        cores.install(None)
     return summary
+
+
+def _on_cores(alone: bool, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) on the trainer's thread, with every core when `alone` and a share is installed."""
+    share = cores.current()
+    return share.run_trainer(alone, fn, *args) if share is not None else fn(*args)
+
+
+def _cores_row(alone: bool) -> dict[str, float]:
+    """The step's core share: whether the trainer had every core, and the engine's steps so far that had them."""
+    share = cores.current()
+    if share is None:
+        return {}
+    return {"trainer_all_cores": float(alone), "engine_steps_all_cores": float(share.alone["engine"])}
+
+
+def _core_share(cfg: TrainConfig, ranks: int, device: Any) -> cores.CoreShare | None:
+    """The engine's and the trainer's threads share the cores when both run in this process on the CPU."""
+    total = len(os.sched_getaffinity(0))
+    if (not cfg.runtime.share_cores or cfg.orchestrator.backend != "local" or ranks != 1 or device.type != "cpu"
+            or cfg.runtime.threads <= 0 or total <= cfg.runtime.threads):
+        return None
+    return cores.CoreShare(cfg.runtime.threads, total)
 
 
 async def _evaluate(backend: Any, suite_index: int, suite: Suite, tasks: list, cfg: TrainConfig, run: RunDir,

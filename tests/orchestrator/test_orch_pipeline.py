@@ -42,6 +42,9 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
     steps = sqlite3.connect(out / "store.sqlite").execute("SELECT step, checkpoint FROM steps ORDER BY step").fetchall()
     assert [s for s, _ in steps] == list(range(1, 31)) and all(c for _, c in steps)  # named by trainer steps
     assert steps[-1][1] == (out / "checkpoints" / "latest").read_text().strip()
+    # the cores are shared (temper/cores.py): synchronous, the trainer always works alone and takes both, and
+    # the engine's steps take both while the trainer waits for a batch
+    assert all(r["trainer_all_cores"] == 1.0 for r in rows) and rows[-1]["engine_steps_all_cores"] > 0
     files = {p.name for p in out.iterdir()}
     assert {"config.yaml", "metrics.jsonl", "store.sqlite", "checkpoints", "audit.jsonl", "summary.md",
             "summary.json", "eval_before.json", "eval_after.json"} <= files
