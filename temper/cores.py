@@ -6,7 +6,7 @@ half the machine idled. With a share installed (`runtime.share_cores`, in `tempe
 backend), each asks before a piece of work how many threads it may use: all of them while the other has
 nothing to do, its own `runtime.threads` while both work. The engine asks before every step (tens of ms), so
 it gives the cores back at once when the trainer starts; the trainer asks before its step and takes them all
-only when no rollout can start until that step ends (the orchestrator knows: `trainer_alone`).
+only when no rollout can start until that step ends (the orchestrator knows: `Pipeline.rollouts_idle`).
 
 torch.set_num_threads sets the calling thread's OpenMP team (torch hands the process-wide value only to a
 thread that has not run a parallel region yet), so each thread sets its own. Imports torch only when used.

@@ -43,7 +43,9 @@ class Checkpointer:
             await asyncio.to_thread(self.store.commit_steps, marks, path.name)
             return profile
         snap = await loop.run_in_executor(self.trainer_thread, self.trainer.snapshot_checkpoint, metrics)
-        self._writing = loop.run_in_executor(self._writer, self._write, snap, list(marks))
+        # the marks' metrics rows as they are now: the loop goes on adding to its rows while the writer runs
+        frozen = [(step, fresh, replayed, dict(row)) for step, fresh, replayed, row in marks]
+        self._writing = loop.run_in_executor(self._writer, self._write, snap, frozen)
         return profile
 
     def _write(self, snap: CheckpointSnapshot, marks: list[StepMarks]) -> float:

@@ -112,9 +112,16 @@ def write_snapshot(snap: CheckpointSnapshot, root: Path, tokenizer: Any = None) 
     """Write a snapshot atomically (a temporary folder, fsynced, renamed into place), point `latest` at it
     and apply retention; returns the checkpoint's folder."""
     tmp = _fresh_tmp(root, snap.name)
-    _write_model_and_meta(tmp, snap.model_config, snap.policy, tokenizer, snap.meta)
-    torch.save(snap.state, tmp / "trainer.pt")
-    return _publish(tmp, root, snap.name, snap.retention)
+    try:
+        tmp.mkdir()
+        torch.save(snap.state, tmp / "trainer.pt")
+        _write_model_and_meta(tmp, snap.model_config, snap.policy, tokenizer, snap.meta)  # meta.json last
+        return _publish(tmp, root, snap.name, snap.retention)
+    except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError (iostream error)
+        shutil.rmtree(tmp, ignore_errors=True)  # the space a partial write took goes back
+        free = shutil.disk_usage(root).free / 2**30
+        raise TemperError(f"{root}: writing checkpoint {snap.name} failed ({exc}); {free:.1f} GiB free there "
+                          f"(a checkpoint is weights and optimizer state, ~12 bytes per parameter)") from exc
 
 
 def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], tokenizer: Any = None,

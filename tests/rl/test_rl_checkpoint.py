@@ -119,3 +119,33 @@ def test_crashed_write_is_never_loaded_and_retention(tmp_path):
     assert meta["step"] == 5 and meta["metrics"]["reward_mean"] == 0.4
     with pytest.raises(TemperError, match="no complete checkpoint"):
         resolve_checkpoint(tmp_path / "nothing")
+
+
+def test_a_write_that_fails_says_so_in_one_line_and_leaves_no_partial_folder(tmp_path):
+    """A full disk, for real: the file-size limit (RLIMIT_FSIZE) makes the write fail as ENOSPC would."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import resource, signal, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from conftest import make_model, make_trajectories
+from temper.errors import TemperError
+from temper.rl import RLConfig, Trainer
+from temper.rl.checkpoint import write_snapshot
+trainer = Trainer(make_model(), RLConfig())
+trainer.step(make_trajectories())
+snap = trainer.snapshot_checkpoint()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_snapshot(snap, __import__("pathlib").Path({str(tmp_path)!r}))
+except TemperError as e:
+    print(e)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (line,) = r.stdout.strip().splitlines()
+    assert line.startswith(f"{tmp_path}: writing checkpoint step_000001 failed (") and "GiB free there" in line
+    assert [p.name for p in tmp_path.iterdir()] == []  # no temporary folder, no latest, no step folder
