@@ -59,6 +59,28 @@ def job_batch(run: Path | None, work: Path) -> list[dict[str, Any]]:
     return [json.loads(r[0]) for r in rows]
 
 
+def recipe() -> Any:
+    """The default recipe's TrainConfig (what `temper train` runs with no configuration)."""
+    from temper.orchestrator.train import resolve_train_config
+
+    return resolve_train_config(None, [], {}, None, create=False)[0]
+
+
+def trained(trajs: list[dict[str, Any]], rl: Any) -> tuple[list[Any], list[float]]:
+    """The trajectories temper's trainer keeps of the batch (its zero-variance filter) and their advantages,
+    computed by temper's own (small) functions."""
+    import torch
+
+    from temper.rl.advantages import RunningBaseline, outcome_advantages
+    from temper.rl.filtering import filter_trajectories
+    from temper.trajectory import Trajectory
+
+    f = filter_trajectories([Trajectory.from_dict(t) for t in trajs], rl.filter, True)
+    adv = outcome_advantages(torch.tensor(f.rewards), f.groups, rl.advantages, RunningBaseline()).tolist()
+    kept = [(t, a) for t, a, tr in zip(f.trajectories, adv, f.train, strict=True) if tr]
+    return [t for t, _ in kept], [a for _, a in kept]
+
+
 def forward_flops(cfg: Any, segments: list[tuple[int, list[int]]], predicting: int) -> float:
     """Forward FLOPs of a layout: each (shared prefix, [rests]) segment forwards the prefix once and each rest
     attending to the prefix and itself; `predicting` positions go through the LM head."""
@@ -90,11 +112,10 @@ def matmul_flops_per_s(threads: int) -> float:
 # -- the two sides, each in its own process ------------------------------------------------------------------
 def temper_worker(trajs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     from temper.models import load_model
-    from temper.orchestrator.train import resolve_train_config
     from temper.rl import Trainer
     from temper.trajectory import Trajectory
 
-    cfg = resolve_train_config(None, [], {}, None, create=False)[0]
+    cfg = recipe()
     loaded = load_model(cfg.model)
     trainer = Trainer(loaded.model, cfg.algorithm, pad_id=loaded.tokenizer.pad_token_id,
                       temperature=cfg.agent.temperature or 1.0)
@@ -114,20 +135,13 @@ def hf_worker(trajs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM
 
     from temper.models.registry import resolve_model
-    from temper.orchestrator.train import resolve_train_config
-    from temper.rl.advantages import RunningBaseline, outcome_advantages
-    from temper.rl.filtering import filter_trajectories
-    from temper.trajectory import Trajectory
 
-    cfg = resolve_train_config(None, [], {}, None, create=False)[0]
+    cfg = recipe()
     rl, temperature = cfg.algorithm, cfg.agent.temperature or 1.0
     model = AutoModelForCausalLM.from_pretrained(str(resolve_model(cfg.model)), dtype=torch.float32,
                                                  attn_implementation="sdpa").train()
     opt = torch.optim.Adam(model.parameters(), lr=rl.optim.lr, betas=tuple(rl.optim.betas), eps=rl.optim.eps)
-    # the samples temper trains and their advantages, computed by temper's own (small) functions
-    f = filter_trajectories([Trajectory.from_dict(t) for t in trajs], rl.filter, True)
-    adv = outcome_advantages(torch.tensor(f.rewards), f.groups, rl.advantages, RunningBaseline()).tolist()
-    kept = [(t, a) for t, a, tr in zip(f.trajectories, adv, f.train, strict=True) if tr]
+    kept = list(zip(*trained(trajs, rl), strict=True))  # the samples temper trains, with its advantages
     ids = torch.tensor([x for t, _ in kept for x in t.token_ids])[None]
     pos = torch.tensor([i for t, _ in kept for i in range(len(t.token_ids))])[None]
     # position p predicts token p + 1: the positions before each reply token, within its own sample
@@ -207,10 +221,8 @@ def main() -> None:
         print(json.dumps({**out, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
         return
 
-    from temper.models import load_model
-    from temper.orchestrator.train import resolve_train_config
-    from temper.rl.filtering import filter_trajectories
-    from temper.trajectory import Trajectory
+    from temper.models.checkpoint import read_config
+    from temper.models.registry import resolve_model
 
     with tempfile.TemporaryDirectory(prefix="trainer_job_bench-") as tmp:
         work = Path(tmp)
@@ -222,10 +234,9 @@ def main() -> None:
             log(f"{side}: {args.steps} timed steps")
             sides[side] = run_side(side, batch_file, args.steps, args.threads)
 
-    cfg = resolve_train_config(None, [], {}, None, create=False)[0]
-    model_cfg = load_model(cfg.model).model.config
-    f = filter_trajectories([Trajectory.from_dict(t) for t in trajs], cfg.algorithm.filter, True)
-    kept = [t for t, tr in zip(f.trajectories, f.train, strict=True) if tr]
+    cfg = recipe()
+    model_cfg = read_config(resolve_model(cfg.model))  # the shape only: no weights loaded
+    kept, _ = trained(trajs, cfg.algorithm)
     job_tokens = sum(len(t.token_ids) for t in kept)
     predicting = sum(sum(t.loss_mask[1:]) for t in kept)
     groups: dict[str, list[Any]] = {}

@@ -25,7 +25,6 @@ def extract_answer(text: str) -> str | None:
     return None
 
 
-
 def lenient_number(text: str) -> str | None:
     """The number a reply commits to: the first after the last '=', else the last one in the text."""
     text = text.replace(",", "")

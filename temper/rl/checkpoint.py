@@ -100,11 +100,10 @@ def snapshot_checkpoint(trainer, metrics: dict[str, float], rng: dict[str, Any] 
     """What save_trainer_checkpoint writes for one process. `copy`: of every tensor and value, so the trainer
     may go on training while it is written (costs one copy of weights and optimizer state in memory)."""
     state = {**_trainer_state(trainer, rng), "optimizer": trainer.optimizer.state_dict()}
-    meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": dict(metrics)}
-    return CheckpointSnapshot(f"step_{trainer.step_count:06d}", trainer.model.config,
+    return CheckpointSnapshot(_step_name(trainer), trainer.model.config,
                               # policy_state_dict is already a copy (detached clones, or merged LoRA)
                               policy if policy is not None else trainer.policy_state_dict(),
-                              copy_module.deepcopy(state) if copy else state, copy_module.deepcopy(meta),
+                              copy_module.deepcopy(state) if copy else state, _meta(trainer, dict(metrics)),
                               trainer.cfg.checkpoint)
 
 
@@ -131,18 +130,26 @@ def save_trainer_checkpoint(trainer, root: Path, metrics: dict[str, float], toke
     `policy`: the full weights of this very version, already gathered (ranks must all pass one or all not)."""
     if not dist.is_distributed():
         return write_snapshot(snapshot_checkpoint(trainer, metrics, rng, policy, copy=False), root, tokenizer)
-    name = f"step_{trainer.step_count:06d}"
+    name = _step_name(trainer)
     if policy is None:
         policy = trainer.policy_state_dict()  # collective under FSDP: every rank calls it
     tmp = _fresh_tmp(root, name) if dist.rank() == 0 else root / f".tmp-{name}"
     tmp = _save_shards(trainer, tmp, _trainer_state(trainer, rng))
     if dist.rank() == 0:
-        meta = {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": metrics,
-                "world_size": dist.world_size()}
+        meta = {**_meta(trainer, metrics), "world_size": dist.world_size()}
         _write_model_and_meta(tmp, trainer.model.config, policy, tokenizer, meta)
         _publish(tmp, root, name, trainer.cfg.checkpoint)
     torch.distributed.barrier()
     return root / name
+
+
+def _step_name(trainer) -> str:
+    return f"step_{trainer.step_count:06d}"
+
+
+def _meta(trainer, metrics: dict[str, float]) -> dict[str, Any]:
+    """meta.json: the step, the policy version and the step's metrics."""
+    return {"step": trainer.step_count, "policy_version": trainer.policy_version, "metrics": metrics}
 
 
 def _fresh_tmp(root: Path, name: str) -> Path:
