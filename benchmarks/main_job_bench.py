@@ -1,6 +1,7 @@
 """The main job side by side: temper's default recipe and Hugging Face TRL's GRPOTrainer, matched, one run each.
 
     .venv/bin/python benchmarks/main_job_bench.py [--steps 16] [--staleness 1,0] [--seeds 0,1,2] [--eval-n 200]
+        [--set KEY=VALUE ...]   (temper's side: the recipe with these `temper train --set` settings)
 
 1. `temper train` with its default recipe (SmolLM2-135M-Instruct, two-digit addition, GRPO), once per
    `orchestrator.max_staleness` asked for, held-out evaluation off (it is done below, the same way for all).
@@ -49,6 +50,11 @@ UNMATCHED = {
                              "logprobs and a dual clip (3); TRL (no vLLM): neither",
     "engine": "temper samples with its own engine (paged KV, prefix cache); TRL with transformers' generate",
 }
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip()
 
 
 def log(msg: str) -> None:
@@ -130,11 +136,18 @@ def ensure_trl() -> Path:
     return py
 
 
-def temper_train(out: Path, staleness: int, steps: int, seed: int) -> dict[str, Any]:
+def temper_train(out: Path, staleness: int, steps: int, seed: int, sets: list[str] = ()) -> dict[str, Any]:
     run([str(ROOT / ".venv/bin/temper"), "train", "--out", str(out), "--max-steps", str(steps),
+         *[x for s in sets for x in ("--set", s)],
          "--set", f"orchestrator.max_staleness={staleness}", "--set", f"runtime.seed={seed}",
          "--set", "eval.before=false", "--set", "eval.after=false", "--set", "logging.progress=false"],
         stdout=subprocess.DEVNULL)
+    return temper_run_record(out, staleness)
+
+
+def temper_run_record(out: Path, staleness: int) -> dict[str, Any]:
+    """A finished `temper train` run's figures: step times by phase, samples generated and trained, the tasks
+    and prompt ids it trained on in order, its last checkpoint."""
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     db = sqlite3.connect(out / "store.sqlite")
     generated = db.execute("SELECT COUNT(*) FROM trajectories WHERE status != 'in_flight'").fetchone()[0]
@@ -189,6 +202,8 @@ def main() -> None:
                                                    "several: gains paired over every (seed, task)")
     ap.add_argument("--eval-n", type=int, default=None, help="held-out tasks (default: the recipe's)")
     ap.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a `temper train --set` setting of temper's runs, e.g. a suite spec (repeatable)")
     ap.add_argument("--out", type=Path, default=OUT / "latest.json")
     args = ap.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -198,7 +213,7 @@ def main() -> None:
     from temper.orchestrator.config import TrainConfig
     from temper.orchestrator.train import resolve_train_config
 
-    cfg: TrainConfig = resolve_train_config(None, [], {}, None, create=False)[0]
+    cfg: TrainConfig = resolve_train_config(None, args.set, {}, None, create=False)[0]
     steps = args.steps or cfg.max_steps
     eval_n = args.eval_n or cfg.eval.n
     work = args.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"main_job_bench-{os.getpid()}"
@@ -212,7 +227,7 @@ def main() -> None:
                 "temperature": cfg.agent.temperature, "top_p": cfg.agent.top_p,
                 "max_tokens": cfg.agent.max_turn_tokens, "kl_coef": loss.kl_coef, "clip_low": loss.clip_low,
                 "clip_high": loss.clip_high, "threads": os.cpu_count() or 1, "seed": cfg.runtime.seed,
-                "gradient_checkpointing": cfg.algorithm.trainer.gradient_checkpointing}
+                "gradient_checkpointing": cfg.algorithm.trainer.gradient_checkpointing, "temper_sets": args.set}
     if opt.min_lr_ratio != 1.0 or opt.warmup_steps or opt.weight_decay or loss.aggregation != "token_mean":
         raise SystemExit("main_job_bench: the recipe's schedule or loss is not one TRL's side is set up to match")
     py = ensure_trl()
@@ -226,7 +241,7 @@ def main() -> None:
         temper_runs: dict[int, dict] = {}
         for st in [int(x) for x in args.staleness.split(",")]:
             log(f"seed {seed}: temper train, max_staleness {st}, {steps} steps")
-            temper_runs[st] = temper_train(work / f"seed{seed}" / f"temper-s{st}", st, steps, seed)
+            temper_runs[st] = temper_train(work / f"seed{seed}" / f"temper-s{st}", st, steps, seed, args.set)
         first = temper_runs[next(iter(temper_runs))]
         prompts = [{"messages": [{"role": "system", "content": cfg.agent.system_prompt},
                                  {"role": "user", "content": tasks[tid].prompt}],
@@ -306,8 +321,7 @@ def summarize(evals: dict[str, dict], temper_runs: dict[int, dict], trl: dict, s
         out[f"gain_per_min_ratio_s{s}"] = round(t["gain_per_min"] / tr, 3) if tr > 0 else None
         out[f"gain_ratio_s{s}"] = round(t["gain"] / out["trl"]["gain"], 3) if out["trl"]["gain"] > 0 else None
     out["settings"] = settings
-    out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                   text=True).stdout.strip()
+    out["commit"] = commit()
     out["date"] = time.strftime("%Y-%m-%d")
     out["unmatched"] = UNMATCHED
     out["versions"] = trl["versions"]
