@@ -17,8 +17,8 @@ manifest it writes (`suites=[{spec: manifest:path=...}]`).
 
 Reports per side: episodes generated and trained and their ratio, training minutes (first step to last),
 held-out gain over the base model (paired over every (seed, task)) and gain per minute, and the band's
-difference from the default, paired. Run it alone. Writes benchmarks/results/learnable_band_bench/latest.json;
-the last line of stdout is the JSON.
+difference from the default, paired. Run it alone. Writes benchmarks/results/learnable_band_bench/latest.json
+and a PNG beside it; the last line of stdout is the JSON.
 """
 
 import argparse
@@ -63,6 +63,29 @@ def side(runs: list[dict[str, Any]], before: dict[str, float | None], after: dic
             "generated_per_trained": round(generated / trained, 3),
             "rollout_wait_min": round(statistics.fmean(r["rollout_wait_s"] for r in runs) / 60, 2),
             "trainer_min": round(statistics.fmean(r["trainer_s"] for r in runs) / 60, 2)}
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Episodes generated per trained and held-out gain (paired 95% CI), default and band, per staleness."""
+    from temper.runtime import pyplot
+
+    plt = pyplot()
+    sides = [k for k in result if k.startswith(("default_s", "band_s"))]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for i, k in enumerate(sides):
+        r = result[k]
+        a.bar([i], [r["generated_per_trained"]], color=f"C{i}")
+        b.errorbar([i], [r["gain"]], yerr=[[r["gain"] - r["gain_ci"][0]], [r["gain_ci"][1] - r["gain"]]], fmt="o",
+                   capsize=6, color=f"C{i}")
+    a.axhline(1, color="black", lw=0.8)
+    for ax, title in ((a, "episodes generated per episode trained"), (b, "held-out gain (paired 95% CI)")):
+        ax.set_xticks(range(len(sides)), sides)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"the learnable band against the default job ({len(result['seeds'])} seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -129,6 +152,7 @@ def main() -> None:
     result["date"] = time.strftime("%Y-%m-%d")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, args.out.with_suffix(".png"))
     print(json.dumps(result))
 
 

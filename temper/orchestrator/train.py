@@ -236,6 +236,7 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         "sandbox_episodes_per_s": counters.get("sandbox_episodes", 0.0) / max(elapsed, 1e-9),
         "failures": c["failed_episodes"], "retries": c["retries"], "quarantined": len(pipe.store.quarantined()),
         "filtered_groups": c["groups_filtered"], "stale_groups": c["groups_stale"],
+        "generated_per_kept": generated_per_kept(c),
         "replayed_groups": len(batch.replayed),
         "batch_wait_s": batch.wait_s, "train_s": train_s, "step_s": step_s, "elapsed_s": elapsed,
         **_episode_phases(batch.trajectories),
@@ -246,6 +247,13 @@ def _row(step: int, m: dict[str, float], batch: Any, pipe: Pipeline, backend: An
         **backend.gauges(),  # weight_update_ms (per server with vllm), servers_up
     }
     return row
+
+
+def generated_per_kept(counts: dict[str, int]) -> float:
+    """Groups generated to the end (kept, filtered for zero reward variance, or too stale) per group kept for
+    training, over the run so far: 1 when no rollout is thrown away."""
+    generated = counts["groups_completed"] + counts["groups_filtered"]
+    return round(generated / max(1, counts["groups_completed"] - counts["groups_stale"]), 3)
 
 
 def _episode_phases(trajectories: list) -> dict[str, float]:
@@ -263,6 +271,7 @@ def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, a
     if before and after:  # after - before: a paired bootstrap over the tasks both scored
         scored_before, scored_after = ({k: v for k, v in e["scores"].items() if v is not None} for e in (before, after))
         diff = difference(scored_before, scored_after)
+    counts = store.training_counts()  # every process of the run, resumed ones included
     summary = {
         "run": str(run.path), "model": cfg.model, "suites": [s.spec for s in cfg.suites], "eval_suite": cfg.eval.suite,
         "backend": cfg.orchestrator.backend, "max_staleness": cfg.orchestrator.max_staleness,
@@ -270,7 +279,7 @@ def _summary(cfg: TrainConfig, run: RunDir, store: Store, before: dict | None, a
         "before": {k: v for k, v in before.items() if k != "scores"} if before else None,
         "after": {k: v for k, v in after.items() if k != "scores"} if after else None,
         "difference": diff,
-        "training": store.training_counts(),  # every process of the run, resumed ones included
+        "training": {**counts, "generated_per_kept": generated_per_kept(counts)},
         "store": store.counts(), "quarantined": store.quarantined(),
     }
     run.write_json("summary.json", summary)

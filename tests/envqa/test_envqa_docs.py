@@ -13,9 +13,12 @@ DOC = ROOT / "docs" / "envqa.md"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
+@pytest.mark.e2e  # the last example samples and trains the real model
+@pytest.mark.timeout(600)
 def test_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     namespace: dict = {}
     ran = []
@@ -29,4 +32,4 @@ def test_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         else:
             continue
         ran.append(lang)
-    assert ran == ["bash", "python", "python"]
+    assert ran == ["bash", "python", "python", "bash", "python"]

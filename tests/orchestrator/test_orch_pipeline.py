@@ -42,6 +42,12 @@ def test_synchronous_run_learns_with_zero_staleness(toy_model: Path, tmp_path: P
     steps = sqlite3.connect(out / "store.sqlite").execute("SELECT step, checkpoint FROM steps ORDER BY step").fetchall()
     assert [s for s, _ in steps] == list(range(1, 31)) and all(c for _, c in steps)  # named by trainer steps
     assert steps[-1][1] == (out / "checkpoints" / "latest").read_text().strip()
+    # rollouts thrown away: the groups generated to the end per group kept, counted here from the store's rows
+    status = dict(sqlite3.connect(out / "store.sqlite").execute(
+        "SELECT status, COUNT(DISTINCT group_id) FROM trajectories GROUP BY status").fetchall())
+    kept = status.get("complete", 0) + status.get("consumed", 0)
+    assert summary["training"]["generated_per_kept"] == round((kept + status.get("filtered", 0)) / kept, 3)
+    assert all(r["generated_per_kept"] >= 1 for r in rows)
     # the cores are shared (temper/cores.py): synchronous, the trainer always works alone and takes both, and
     # the engine's steps take both while the trainer waits for a batch
     assert all(r["trainer_all_cores"] == 1.0 for r in rows) and rows[-1]["engine_steps_all_cores"] > 0

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from temper.orchestrator.store import Store
+from temper.orchestrator.train import generated_per_kept
 from temper.trajectory import FailureKind, Trajectory
 
 
@@ -75,3 +76,4 @@ def test_training_counts_cover_every_process_of_the_run(tmp_path: Path) -> None:
         "groups_started": 7, "groups_completed": 3, "groups_filtered": 1, "groups_stale": 1, "groups_failed": 1,
         "groups_dropped_in_flight": 1, "episodes": 9, "failed_episodes": 3, "retries": 2, "max_staleness_seen": 2,
         "failures_sandbox_crash": 1, "failures_worker_error": 1}
+    assert generated_per_kept(store.training_counts()) == 2.0  # 4 groups generated (one filtered, one stale), 2 kept
