@@ -31,6 +31,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def ensure_trl() -> Path:
     return py
 
 
-def temper_train(out: Path, staleness: int, steps: int, seed: int, sets: list[str] = ()) -> dict[str, Any]:
+def temper_train(out: Path, staleness: int, steps: int, seed: int, sets: Sequence[str] = ()) -> dict[str, Any]:
     run([str(ROOT / ".venv/bin/temper"), "train", "--out", str(out), "--max-steps", str(steps),
          *[x for s in sets for x in ("--set", s)],
          "--set", f"orchestrator.max_staleness={staleness}", "--set", f"runtime.seed={seed}",
