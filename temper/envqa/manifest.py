@@ -57,6 +57,7 @@ class ManifestSuite(Suite):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise TemperError(f"manifest {self.path}: not an envqa manifest ({type(exc).__name__}: {exc})") from None
         self._suites: dict[str, Suite] = {}
+        by_id: dict[str, dict[str, Task]] = {}  # spec -> its tasks by id: one lookup a row, not a scan
         self._tasks: list[Task] = []
         self._owner: dict[str, Suite] = {}
         self.rows = {r["id"]: r for r in rows}
@@ -64,8 +65,9 @@ class ManifestSuite(Suite):
             spec = row["spec"]
             if spec not in self._suites:
                 self._suites[spec] = parse_spec(spec)
+                by_id[spec] = {t.id: t for t in reversed(self._suites[spec].tasks())}  # the first of equal ids wins
             suite = self._suites[spec]
-            task = next((t for t in suite.tasks() if t.id == row["id"]), None)
+            task = by_id[spec].get(row["id"])
             if task is None:
                 raise TemperError(f"manifest {self.path}: task {row['id']} ({row['path']}) is no longer in {spec} "
                                   "(changed since it was checked? rerun temper envqa)")
