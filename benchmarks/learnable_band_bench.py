@@ -108,16 +108,13 @@ def main() -> None:
     work = args.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"learnable_band_bench-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     seeds, staleness = [int(x) for x in args.seeds.split(",")], [int(x) for x in args.staleness.split(",")]
-    agent = {"system_prompt": cfg.agent.system_prompt, "max_turns": 1, "max_turn_tokens": cfg.agent.max_turn_tokens,
-             "max_answer_retries": 0, "max_context_tokens": cfg.agent.max_context_tokens}
+    agent = mjb.eval_agent(cfg)
     limit = mjb.first_distinct([t.id for t in parse_spec(cfg.eval.suite).tasks()], cfg.eval.n)
 
-    def evaluate(model: str, out: Path) -> dict[str, float | None]:
-        if not (out / "suites").exists():
-            mjb.temper_eval(model, out, cfg.eval.suite, limit, agent)
-        (items,) = out.glob("suites/*/items.jsonl")
-        rows = [json.loads(x) for x in items.read_text().splitlines() if x.strip()]
-        return {r["task_id"]: (None if r["failure"] else r["reward"]) for r in rows}
+    def evaluate(model: str, out: Path) -> dict[str, float | None]:  # an evaluation already in WORK is read
+        if (out / "suites").exists():
+            return mjb.eval_scores(out)
+        return mjb.temper_eval(model, out, cfg.eval.suite, limit, agent)
 
     base = args.default_from or work
     before_one = evaluate(str(resolve_model(cfg.model)), base / "eval-before")

@@ -188,9 +188,20 @@ def temper_eval(model: str, out: Path, spec: str, n: int, agent: dict[str, Any])
     run([str(ROOT / ".venv/bin/temper"), "eval", "--model", model, "--suite", spec, "--limit", str(n),
          "--out", str(out), "--temperature", "0", *[x for s in sets for x in ("--set", s)]],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return eval_scores(out)
+
+
+def eval_scores(out: Path) -> dict[str, float | None]:
+    """A `temper eval --out OUT` folder's score per task id (None: the episode failed, not scored)."""
     (items,) = out.glob("suites/*/items.jsonl")
     rows = [json.loads(x) for x in items.read_text().splitlines() if x.strip()]
     return {r["task_id"]: (None if r["failure"] else r["reward"]) for r in rows}
+
+
+def eval_agent(cfg: Any) -> dict[str, Any]:
+    """The agent settings every side is evaluated with: the recipe's, one turn, no retries."""
+    return {"system_prompt": cfg.agent.system_prompt, "max_turns": 1, "max_turn_tokens": cfg.agent.max_turn_tokens,
+            "max_answer_retries": 0, "max_context_tokens": cfg.agent.max_context_tokens}
 
 
 # -- the run -------------------------------------------------------------------------------------------------
@@ -233,8 +244,7 @@ def main() -> None:
         raise SystemExit("main_job_bench: the recipe's schedule or loss is not one TRL's side is set up to match")
     py = ensure_trl()
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [cfg.runtime.seed]
-    agent = {"system_prompt": cfg.agent.system_prompt, "max_turns": 1, "max_turn_tokens": cfg.agent.max_turn_tokens,
-             "max_answer_retries": 0, "max_context_tokens": cfg.agent.max_context_tokens}
+    agent = eval_agent(cfg)
     limit = first_distinct([t.id for t in parse_spec(cfg.eval.suite).tasks()], eval_n)
     before = temper_eval(model, work / "eval-before", cfg.eval.suite, limit, agent)  # greedy: one for all seeds
     per_seed = []
