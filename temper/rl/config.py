@@ -62,6 +62,10 @@ class OptimConfig(ConfigModel):
     total_steps: int = 1000  # cosine decays to min_lr_ratio * lr at this optimizer step
     min_lr_ratio: float = 0.1
     grad_clip: float | None = 1.0
+    # A staleness-aware learning rate (Zhang et al. 2016, "Staleness-aware Async-SGD"): "inverse" divides each
+    # step's lr by the mean staleness of the samples it trains on, when above 1 (so max_staleness 0 and 1 are
+    # unchanged). Adam's normalisation undoes a scaled loss, so it is the step size that is scaled.
+    staleness_lr: Literal["none", "inverse"] = "none"
 
 
 class LoRAConfig(ConfigModel):

@@ -16,6 +16,13 @@ def lr_factor(step: int, cfg: OptimConfig) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def staleness_lr_scale(staleness: list[int], rule: str) -> float:
+    """The factor on a step's lr for the staleness of its trained samples (OptimConfig.staleness_lr)."""
+    if rule == "none" or not staleness:
+        return 1.0
+    return 1.0 / max(1.0, sum(staleness) / len(staleness))
+
+
 def build_optimizer(params, cfg: OptimConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     params = [p for p in params if p.requires_grad]
     # Parameters stay fp32 (master weights) whatever the compute dtype; bf16 is autocast only.

@@ -31,6 +31,7 @@ class UpdateStats:
     # rollout server's logprobs are from the trainer's own on the same weights (None: no such token)
     mean_abs_logprob_mismatch: float | None = None
     value_loss: float | None = None  # gae only
+    lr_scale: float | None = None  # the factor optim.staleness_lr put on this step's lr (when not "none")
 
     def as_metrics(self) -> dict[str, float]:
         return {k: v for k, v in asdict(self).items() if v is not None}

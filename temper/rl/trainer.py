@@ -33,7 +33,7 @@ from temper.rl.logprobs import micro_batch_logprobs
 from temper.rl.lora import apply_lora, has_lora, merged_state_dict
 from temper.rl.losses import clipped_policy_loss, kl_penalty, set_loss_weights
 from temper.rl.off_policy import importance_weights, mismatch_kl_sums
-from temper.rl.optim import build_optimizer
+from temper.rl.optim import build_optimizer, staleness_lr_scale
 from temper.rl.stats import StepStats, Sums, UpdateStats
 from temper.trajectory import Trajectory
 
@@ -79,6 +79,7 @@ class Trainer:
         self.step_count = 0  # optimizer steps taken
         self.policy_version = 0  # bumped once per `step`
         self.data_cursor: object = None  # the caller's position in its data, saved with checkpoints
+        self.lr_scale = 1.0  # on this step's lr (optim.staleness_lr), set by `step` for its update
 
     def step(self, trajectories: list[Trajectory]) -> StepStats:
         start = time.perf_counter()
@@ -95,6 +96,9 @@ class Trainer:
         stats.adv_min, stats.adv_max = float(adv.min()), float(adv.max())
         samples = [trajectory_sample(t, a) for t, a, tr in zip(f.trajectories, adv.tolist(), f.train, strict=True)
                    if tr]
+        self.lr_scale = staleness_lr_scale([self.policy_version - t.min_version() for t, tr in
+                                            zip(f.trajectories, f.train, strict=True) if tr and t.min_version() >= 0],
+                                           cfg.optim.staleness_lr)
         rewards = [r for r, tr in zip(f.rewards, f.train, strict=True) if tr]
         minis = [list(range(len(samples)))[i::cfg.trainer.mini_batches] for i in range(cfg.trainer.mini_batches)]
         plans = [self.micro_batches([samples[i] for i in m]) for m in minis]
@@ -107,6 +111,9 @@ class Trainer:
         self.policy_version += 1
         stats.policy_version = self.policy_version
         stats.update = self.finish(sums, start)
+        if cfg.optim.staleness_lr != "none":
+            stats.update.lr_scale = self.lr_scale
+        self.lr_scale = 1.0
         return stats
 
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
@@ -221,6 +228,8 @@ class Trainer:
         max_norm = self.cfg.optim.grad_clip if self.cfg.optim.grad_clip is not None else float("inf")
         sums.grad_norm += dist.clip_grad_norm_(params, max_norm)
         sums.updates += 1
+        for g in self.optimizer.param_groups:  # the scheduler's next step sets lr afresh
+            g["lr"] *= self.lr_scale
         self.optimizer.step()
         self.lr_scheduler.step()
         self.step_count += 1

@@ -313,6 +313,24 @@ def test_reinforce_learns_from_ungrouped_trajectories_and_staleness_is_reported(
     assert m.skipped and m.filter.dropped_groups == len(trajs)
 
 
+@pytest.mark.parametrize("version", [1, 3])
+def test_a_staleness_aware_lr_divides_the_step_by_the_samples_mean_staleness(version):
+    """optim.staleness_lr: inverse. Adam's first step has the same direction whatever the lr, so the weights move
+    by exactly 1/staleness of the plain step's distance (staleness 1 and below: unchanged); the next step's lr is
+    the schedule's again."""
+    moved = {}
+    for rule in ("none", "inverse"):
+        tr = Trainer(make_model(), _cfg(optim__staleness_lr=rule))
+        tr.policy_version = version  # the trajectories were sampled by version 0: staleness `version`
+        before = _params(tr.model)
+        m = tr.step(make_trajectories())
+        moved[rule] = {n: p.detach() - before[n] for n, p in tr.model.named_parameters()}
+        assert m.staleness_mean == version and m.update.lr_scale == (None if rule == "none" else 1 / version)
+        assert tr.optimizer.param_groups[0]["lr"] == pytest.approx(1e-2 * lr_factor(1, tr.cfg.optim))
+    assert max(float(d.abs().max()) for d in moved["none"].values()) > 1e-3
+    _assert_same({n: d / version for n, d in moved["none"].items()}, moved["inverse"], atol=1e-6)
+
+
 def test_trainer_recomputes_the_engines_temperature_scaled_logprobs():
     """Rollouts sampled at T=0.7 record log softmax(logits / 0.7); the trainer matches them (no
     mismatch at staleness 0) only when it divides by the same temperature."""
