@@ -25,6 +25,8 @@ DERIVED = {("eval", "samples"): {"agent.temperature"}}
 REFUSED_ALONE = {
     "agent.kind": "external needs agent.command too",
     "trainer.world_size": "temper sft trains in one process (FSDP2 ranks are temper train's)",
+    "trainer.context_parallel": "it must divide trainer.world_size (1 by default): set with it",
+    "algorithm.trainer.context_parallel": "it must divide algorithm.trainer.world_size (1 by default): set with it",
     "engine.speculative.method": "temper serve's fast variant is n-gram speculation",
 }
 

@@ -6,11 +6,17 @@ Blocks whose last user left stay cached (and shareable) until evicted, least rec
 used first. A block is published in the cache only once its KV has been computed; a
 request whose next prefix block is being computed by another sequence waits a step
 instead of computing it twice (this is how `n` samples share their prompt).
+
+With a sliding window and attention sinks, a block no query from now on can see is released
+(`release_outside_window`): its entry in the sequence's table becomes FREED, so that a table stays
+indexed by position while the blocks in use stay bounded by the window, however long the sequence.
 """
 
 from collections import OrderedDict
 
 from temper.engine.sequence import Sequence
+
+FREED = -1  # a table entry whose block was released (outside the window, before the sinks' end)
 
 
 def block_hash(prev: int | None, tokens: tuple[int, ...]) -> int:
@@ -105,7 +111,8 @@ class BlockManager:
         The caller checks that a free block exists."""
         full = parent.num_computed // self.block_size
         for block in parent.block_table[:full]:
-            self.ref[block] += 1
+            if block != FREED:
+                self.ref[block] += 1
         child.block_table = parent.block_table[:full]
         child.block_hashes = list(parent.block_hashes[:full])
         child.num_computed, child.kv_epoch = parent.num_computed, parent.kv_epoch
@@ -129,12 +136,15 @@ class BlockManager:
             if self.pending.get(h) == seq.seq_id:
                 del self.pending[h]
             block = seq.block_table[i]
+            if block == FREED:  # released before it was published (it left the window): the chain stops
+                break
             if h not in self.cached and self.hash[block] is None:
                 self.cached[h], self.hash[block], self.tokens[block] = block, h, toks
 
     def free(self, seq: Sequence) -> None:
         for block in reversed(seq.block_table):
-            self._release(block)
+            if block != FREED:
+                self._release(block)
         seq.block_table, seq.block_hashes, seq.num_computed = [], [], 0
         for h in [h for h, sid in self.pending.items() if sid == seq.seq_id]:
             del self.pending[h]
@@ -144,6 +154,23 @@ class BlockManager:
         keep = self.blocks_for(num_tokens)
         while len(seq.block_table) > max(keep, len(seq.block_hashes)):
             self._release(seq.block_table.pop())
+
+    def release_outside_window(self, seq: Sequence, window: int, sinks: int) -> int:
+        """Release the blocks of `seq` that no query from its next position on can see (every key at most
+        next - window, none of them among the first `sinks` positions); returns how many. A block in the prefix
+        cache stays cached, unreferenced (evictable), for another sequence with that prefix."""
+        bs, released = self.block_size, 0
+        first = -(-sinks // bs)  # blocks holding a sink are kept
+        last = (seq.num_computed - window + 1) // bs  # blocks before this one end at or before next - window
+        for i in range(first, min(last, len(seq.block_table))):
+            if seq.block_table[i] != FREED:
+                self._release(seq.block_table[i])
+                seq.block_table[i] = FREED
+                released += 1
+        return released
+
+    def blocks_in_use(self, seq: Sequence) -> int:
+        return sum(b != FREED for b in seq.block_table)
 
     def _release(self, block: int) -> None:
         self.ref[block] -= 1

@@ -8,6 +8,9 @@ the copy itself (page faults). int8 stores one fp32 scale per token and head (ab
 after an orthonormal Hadamard rotation of each head (as in QuaRot): keys carry a few outlier
 channels that would otherwise take the whole int8 range. Attention is unchanged if queries
 get the same rotation (q.Hk = Hq.k) and outputs the inverse one (H is its own inverse).
+int4 stores the rotated values as 4-bit levels -7..7 (offset by 8), two channels to a byte (channel
+2j in the low nibble, 2j + 1 in the high one), with one fp16 scale (absmax / 7) per token, head and
+group of INT4_GROUP channels: 32 + 4 bytes per head of 64 channels against fp32's 256.
 """
 
 import math
@@ -59,13 +62,44 @@ def transposed_keys(gathered: torch.Tensor, groups: int) -> torch.Tensor:
     return gathered.view(hkv, groups, -1, d).transpose(-1, -2).contiguous()
 
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8, "int4": torch.uint8}
+INT4_GROUP = 32  # channels per int4 scale
+
+
+def int4_groups(head_dim: int) -> int:
+    return max(1, head_dim // INT4_GROUP) if head_dim % INT4_GROUP == 0 else 1
+
+
+def stored_dim(head_dim: int, kv_dtype: str) -> int:
+    """Elements per head and token in the cache's last axis (int4: two channels to a byte)."""
+    return head_dim // 2 if kv_dtype == "int4" else head_dim
+
+
+def scale_shape(head_dim: int, kv_dtype: str) -> tuple[int, torch.dtype] | None:
+    """The scales kept per token and head: (how many, their dtype); None for an unquantized cache."""
+    return {"int8": (1, torch.float32), "int4": (int4_groups(head_dim), torch.float16)}.get(kv_dtype)
 
 
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> int:
-    elem = DTYPES[kv_dtype].itemsize
-    per_head = cfg.head_dim * elem + (4 if kv_dtype == "int8" else 0)
+    per_head = stored_dim(cfg.head_dim, kv_dtype) * DTYPES[kv_dtype].itemsize
+    if (scales := scale_shape(cfg.head_dim, kv_dtype)) is not None:
+        per_head += scales[0] * scales[1].itemsize
     return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * per_head
+
+
+def quantize_int4(x: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [..., D] -> (packed uint8 [..., D / 2], fp16 scales [..., groups])."""
+    g = x.float().unflatten(-1, (groups, -1))
+    scale = (g.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / 7.0).half()
+    levels = (torch.round(g / scale.float()).clamp_(-7, 7) + 8).to(torch.uint8).flatten(-2)
+    return levels[..., 0::2] | (levels[..., 1::2] << 4), scale.squeeze(-1)
+
+
+def dequantize_int4(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """packed uint8 [..., D / 2] and fp16 scales [..., groups] -> fp32 [..., D] (into `out` if given)."""
+    levels = torch.stack([packed & 15, packed >> 4], dim=-1).flatten(-2).float() - 8.0
+    x = levels.unflatten(-1, (scales.shape[-1], -1)) * scales.float()[..., None]
+    return x.flatten(-2) if out is None else out.copy_(x.flatten(-2))
 
 
 class KVCache:
@@ -74,12 +108,14 @@ class KVCache:
         """`device`: the model's (the engine passes its parameters' device)."""
         self.kv_dtype, self.block_size, self.num_blocks = kv_dtype, block_size, num_blocks
         self.device = device = torch.device(device)
-        self.quantized = kv_dtype == "int8"
-        shape = (cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size, cfg.head_dim)
+        self.quantized = kv_dtype in ("int8", "int4")
+        self.head_dim = cfg.head_dim
+        shape = (cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size,
+                 stored_dim(cfg.head_dim, kv_dtype))
         self.k, self.v = (lazy_zeros(shape, DTYPES[kv_dtype], device) for _ in "kv")
         self._layer_kv = list(zip(self.k.unbind(0), self.v.unbind(0), strict=True))  # views, made once
-        if self.quantized:
-            self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], 1), torch.float32, device) for _ in "kv")
+        if (scales := scale_shape(cfg.head_dim, kv_dtype)) is not None:
+            self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], scales[0]), scales[1], device) for _ in "kv")
         self.rotation = hadamard(cfg.head_dim, device) if self.quantized else None
         self._ws: dict[str, torch.Tensor] = {}
         self._prefix_key: tuple | None = None  # the shared prefixes whose gathers are kept
@@ -112,7 +148,8 @@ class KVCache:
         if key != self._prefix_key:
             self._prefix_key, self._prefix_kept = key, set()
         slot = f"_prefix{layer}"
-        _, hkv, _, bs, d = self.k.shape
+        _, hkv, _, bs, _ = self.k.shape
+        d = self.head_dim
         shape = (hkv, groups, d, blocks.numel() // groups * bs) if which == "k" else (hkv, blocks.numel(), bs, d)
         kept = self.workspace(which + slot, shape, torch.float32)
         if (layer, which) in self._prefix_kept:
@@ -124,13 +161,21 @@ class KVCache:
 
     def prefix_bytes(self, num_blocks: int) -> int:
         """What keeping `num_blocks` gathered for every layer (keys and values, fp32) takes."""
-        _, hkv, _, bs, d = self.k.shape
-        return 2 * self.k.shape[0] * hkv * num_blocks * bs * d * 4
+        _, hkv, _, bs, _ = self.k.shape
+        return 2 * self.k.shape[0] * hkv * num_blocks * bs * self.head_dim * 4
 
-    @staticmethod
-    def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotated x [..., D] -> (what the cache stores, its scales)."""
+        if self.kv_dtype == "int4":
+            return quantize_int4(x, self.k_scale.shape[-1])
         scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / 127.0
         return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
+
+    def dequantize(self, raw: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """What `quantize` stored -> fp32 [..., D] (into `out` if given)."""
+        if self.kv_dtype == "int4":
+            return dequantize_int4(raw, scales, out)
+        return torch.mul(raw, scales, out=out) if out is not None else raw.float() * scales
 
     def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor,
               v: torch.Tensor) -> None:
@@ -151,10 +196,10 @@ class KVCache:
     def read(self, layer: int, which: str, blocks: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """The stored keys or values at (block, offset) pairs as fp32 [kv_heads, N, head_dim], dequantized
         exactly as `gather` does."""
-        x = (self.k if which == "k" else self.v)[layer][:, blocks, offsets].float()
+        x = (self.k if which == "k" else self.v)[layer][:, blocks, offsets]
         if self.quantized:
-            x *= getattr(self, which + "_scale")[layer][:, blocks, offsets]
-        return x
+            return self.dequantize(x, getattr(self, which + "_scale")[layer][:, blocks, offsets])
+        return x.float()
 
     def copy_block(self, src: int, dst: int) -> None:
         """Copy one block's keys and values (every layer and head) into another block."""
@@ -167,11 +212,12 @@ class KVCache:
 
         Each head's keys of a sequence come out as one contiguous [M * block_size, head_dim] matrix,
         so attention is one matmul per (head, sequence) rather than one per block."""
-        cache = (self.k if which == "k" else self.v)[layer]  # [Hkv, nb, bs, D]
-        shape = (cache.shape[0], blocks.numel(), *cache.shape[2:])
+        cache = (self.k if which == "k" else self.v)[layer]  # [Hkv, nb, bs, D] (int4: D / 2 bytes)
+        stored = (cache.shape[0], blocks.numel(), *cache.shape[2:])
+        shape = (*stored[:-1], self.head_dim)
         which_slot = which + slot
         out = self.workspace(which_slot, shape, torch.float32)
-        raw = out if cache.dtype == torch.float32 else self.workspace(which_slot + "_raw", shape, cache.dtype)
+        raw = out if cache.dtype == torch.float32 else self.workspace(which_slot + "_raw", stored, cache.dtype)
         per_head = self.device.type == "cpu"
         select_blocks(cache, blocks, raw, per_head)
         if cache.dtype == torch.float32:
@@ -179,6 +225,6 @@ class KVCache:
         if not self.quantized:
             return out.copy_(raw)
         scales = getattr(self, which + "_scale")[layer]
-        s = self.workspace(which_slot + "_s", (*shape[:-1], 1), torch.float32)
+        s = self.workspace(which_slot + "_s", (*shape[:-1], scales.shape[-1]), scales.dtype)
         select_blocks(scales, blocks, s, per_head)
-        return torch.mul(raw, s, out=out)
+        return self.dequantize(raw, s, out)

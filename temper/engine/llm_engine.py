@@ -52,7 +52,7 @@ class LLMEngine:
         self.runner = ModelRunner(model, self.cache, config, self.blocks.generation)
         self.sampler = Sampler(native=kernels)
         self.stats = {"steps": 0, "draft_tokens": 0, "accepted_tokens": 0, "generated_tokens": 0,
-                      "forked_samples": 0}
+                      "forked_samples": 0, "window_released_blocks": 0}
         self.speculator = Speculator(config.speculative, model, self.max_model_len, self.stats, draft_model)
         self.eos_ids = eos_ids(tokenizer, mcfg.eos_token_id)
         self.grammars = Grammars(tokenizer, mcfg.vocab_size, sorted(self.eos_ids))
@@ -87,8 +87,9 @@ class LLMEngine:
             if request_id in self._ids_in_use:
                 raise RequestError(f"{where}: request_id is already in use")
             params.validate(where)
-            ids = prompt_ids(prompt, self.tokenizer, where, self.max_model_len,
-                             self.blocks.num_blocks * self.config.block_size, self.model.config.vocab_size)
+            # a sliding window releases blocks as a prompt is prefilled: any length fits that its window does
+            held = self.blocks.num_blocks * self.config.block_size if not self.runner.window else self.max_model_len
+            ids = prompt_ids(prompt, self.tokenizer, where, self.max_model_len, held, self.model.config.vocab_size)
             grammar = params.structured
             seqs = []
             for i in range(params.n):
@@ -181,14 +182,14 @@ class LLMEngine:
             seq = item.seq
             if not count:
                 seq.num_computed += item.num_tokens
-                self.blocks.publish(seq)
+                self._published(seq)
                 continue
             row = tokens[first:first + count]
             accepted = self.speculator.accept(seq, item.drafts, row) if item.drafts else 0
             # KV of the fed tokens up to the last accepted draft is valid: publish it before the
             # sample can finish (and free its blocks), so that identical prompts reuse it.
             seq.num_computed += item.num_tokens - len(item.drafts) + accepted
-            self.blocks.publish(seq)
+            self._published(seq)
             if seq.seq_id in forks:
                 kids, at = forks[seq.seq_id]
                 for i, kid in enumerate(kids):
@@ -199,6 +200,14 @@ class LLMEngine:
                     break
             if not seq.finished:
                 self.blocks.trim(seq, len(seq))
+
+    def _published(self, seq: Sequence) -> None:
+        """Put the sequence's completed blocks in the prefix cache; with a sliding window, then release those no
+        query from now on sees, so a sequence holds its sinks' and its window's blocks however long it grows."""
+        self.blocks.publish(seq)
+        if self.runner.window:
+            self.stats["window_released_blocks"] += self.blocks.release_outside_window(seq, self.runner.window,
+                                                                                        self.runner.sinks)
 
     def _forkable(self, item: ScheduledSeq, room: list[int], claimed: set[int]) -> list[Sequence]:
         """Waiting samples of the same request that can take over this one's just-computed prompt

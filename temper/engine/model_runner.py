@@ -10,10 +10,11 @@ step's metadata goes to the device once, and no layer copies anything between ho
 import torch
 
 from temper import native
+from temper.engine.block_manager import FREED
 from temper.engine.config import EngineConfig
 from temper.engine.decode_buffer import DecodeBuffer
 from temper.engine.kv_cache import KVCache
-from temper.engine.paged_attention import Cascade, PagedAttention, Segment, StepMeta, window_mask
+from temper.engine.paged_attention import Cascade, PagedAttention, Segment, StepMeta
 from temper.engine.scheduler import ScheduledSeq
 from temper.models import LlamaForCausalLM
 
@@ -68,8 +69,7 @@ class ModelRunner:
             table = seq.block_table
             write_blocks.extend(table[p // bs] for p in range(start, start + n))
             if n > 1:
-                meta.segments.append(Segment(row, start, n, torch.tensor(table[:(start + n + bs - 1) // bs],
-                                                                         device=dev)))
+                meta.segments.append(self._segment(row, start, n, table[:(start + n + bs - 1) // bs]))
             k = n if item.all_logits else (1 + len(item.drafts)) if item.completes else 0
             spans[i] = (len(logit_rows), k)
             logit_rows.extend(range(row + n - k, row + n))
@@ -90,6 +90,31 @@ class ModelRunner:
         if not logit_rows:
             return hidden.new_empty(0, self.model.config.vocab_size), spans
         return self._logits(hidden[logit_rows]), spans
+
+    def _segment(self, row: int, start: int, n: int, table: list[int]) -> Segment:
+        """A prefill chunk or verification; with a sliding window, over the blocks it still holds."""
+        dev = self.device
+        if FREED not in table:
+            return Segment(row, start, n, torch.tensor(table, device=dev))
+        held = [(j, b) for j, b in enumerate(table) if b != FREED]
+        return Segment(row, start, n, torch.tensor([b for _, b in held], device=dev),
+                       torch.tensor([j * self.block_size + o for j, _ in held for o in range(self.block_size)],
+                                    device=dev))
+
+    def _window_decode_meta(self, meta: StepMeta, tables: list[list[int]], lens: list[int]) -> None:
+        """Decode rows under a sliding window: each gathers only the blocks it still holds (its sinks' and its
+        window's: released ones are FREED), so a step reads at most those keys however long the sequence."""
+        bs, dev = self.block_size, self.device
+        held = [[(j, b) for j, b in enumerate(t) if b != FREED] for t in tables]
+        m = max(len(h) for h in held)
+        blocks = torch.tensor([[b for _, b in h] + [0] * (m - len(h)) for h in held], dtype=torch.long, device=dev)
+        kpos = torch.tensor([[j * bs + o for j, _ in h for o in range(bs)] + [-1] * ((m - len(h)) * bs)
+                             for h in held], device=dev)
+        qpos = torch.tensor(lens, device=dev)[:, None] - 1
+        allowed = (kpos >= 0) & (kpos <= qpos) & ((kpos > qpos - self.window) | (kpos < self.sinks))
+        meta.decode_blocks = blocks.flatten()
+        meta.decode_mask = additive(allowed).view(1, len(tables), 1, m * bs)
+        meta.decode_max_blocks = m
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The head's logits for these rows. Below 16 rows they are padded to a multiple of 4: on this
@@ -129,6 +154,9 @@ class ModelRunner:
                                               len(items))
             self.cascade_rows += sum(len(rows) for rows, _ in groups)
         own, own_lens = [own[i] for i in order], [own_lens[i] for i in order]
+        if self.window:  # no shared prefixes, no decode buffer: skip == 0, own == tables
+            self._window_decode_meta(meta, own, own_lens)
+            return order
         if meta.buffer is not None:
             kpos = torch.arange(meta.buffer.max_length, device=dev)
             allowed = kpos[None, :] < meta.buffer.lengths[:, None]
@@ -139,8 +167,6 @@ class ModelRunner:
         kpos = torch.arange(m * bs, device=dev)
         lens_t = torch.tensor(own_lens, device=dev)
         allowed = kpos[None, :] < lens_t[:, None]
-        if self.window:
-            allowed &= window_mask(lens_t - 1, kpos, self.window, self.sinks)
         mask = additive(allowed)
         meta.decode_blocks = padded.flatten()
         meta.decode_mask = mask.view(1, len(items), 1, m * bs)

@@ -32,7 +32,9 @@ class Segment:
     row: int  # first row of the segment in the packed batch
     start: int  # position of its first token (tokens before it are in the cache)
     length: int
-    blocks: torch.Tensor  # [M] block ids covering [0, start + length)
+    blocks: torch.Tensor  # [M] block ids covering [0, start + length) (sliding window: those still held)
+    # sliding window: the position of each gathered key ([M * block_size]); None: blocks are 0, 1, 2, ...
+    positions: torch.Tensor | None = None
 
 
 @dataclass
@@ -262,8 +264,13 @@ class PagedAttention:
         rot = self.cache.rotation
         if rot is not None:
             qt = qt @ rot
-        keys, values = (self._contiguous(layer, w, seg.blocks, ctx) for w in ("k", "v"))
-        kpos = torch.arange(ctx, device=q.device)
+        if seg.positions is None:
+            keys, values = (self._contiguous(layer, w, seg.blocks, ctx) for w in ("k", "v"))
+            kpos = torch.arange(ctx, device=q.device)
+        else:  # the blocks the window still holds; keys past the context are masked as in the future
+            keys, values = (self._contiguous(layer, w, seg.blocks, seg.blocks.numel() * self.cache.block_size)
+                            for w in ("k", "v"))
+            kpos = seg.positions
         outs = []
         for qs in range(0, seg.length, self.query_chunk):
             qe = min(qs + self.query_chunk, seg.length)

@@ -24,10 +24,11 @@ class GridConfig(ConfigModel):
     depths: list[float] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     # retrieval, multi-key retrieval, multi-hop tracing, aggregation
     tasks: list[str] = Field(default_factory=lambda: ["niah", "multi_niah", "vartrack", "freq"])
-    n: int = Field(4, ge=1)  # items per cell (the task kinds alternate over them)
+    n: int = Field(20, ge=1)  # items per cell (the task kinds alternate over them)
     haystack: str = "essays"
     seed: int = 0
     threshold: float = Field(0.85, gt=0.0, le=1.0)  # effective length: score >= threshold x short-context score
+    ruler_threshold: float = Field(0.856, gt=0.0, le=1.0)  # effective_length_ruler: score >= this (absolute)
     # Items in flight during the grid: 1 keeps latency curves free of queueing behind other items.
     concurrency: int = Field(1, ge=1)
 

@@ -123,7 +123,8 @@ def summary_lines(run: EvalRun) -> list[str]:
     for p in run.summary.get("robustness", []):
         lines.append(f"noise drop {p['clean']} -> {p['noisy']}: {p['drop']} [{p['ci_low']}, {p['ci_high']}]")
     if g := run.summary.get("longctx_grid"):
-        lines.append(f"longctx grid: effective length {g['effective_length']} (base score {g['base_score']}), "
+        lines.append(f"longctx grid: effective length {g['effective_length']} (NoLiMa: base score {g['base_score']}), "
+                     f"{g.get('effective_length_ruler')} (RULER: >= {g.get('ruler_threshold')}), "
                      f"by length {g['by_length']}")
     lines.append(f"ran {run.summary['run']['executed']} items ({run.summary['run']['skipped']} already done); "
                  f"summary: {run.out_dir / SUMMARY_FILE}; report: {run.out_dir / 'report.html'}")

@@ -96,10 +96,12 @@ def run_blocks(folder: Path, summary: dict[str, Any]) -> list[Block]:
     if grid := summary.get("longctx_grid"):
         plots.heatmap(grid, folder / "longctx_heatmap.png")
         plots.depth_profile(grid, folder / "longctx_profile.png")
-        eff = grid["effective_length"]
+        eff, ruler = grid["effective_length"], grid.get("effective_length_ruler")
         blocks += [("h2", "Long context"),
-                   ("p", f"Effective context length: {eff if eff is not None else 'undefined'} (score >= "
-                         f"{grid['threshold']:g} x the short-context score {_f(grid['base_score'])})."),
+                   ("p", f"Effective context length: {eff if eff is not None else 'undefined'} by NoLiMa's rule "
+                         f"(score >= {grid['threshold']:g} x the short-context score {_f(grid['base_score'])}); "
+                         f"{ruler if ruler is not None else 'undefined'} by RULER's (score >= "
+                         f"{grid.get('ruler_threshold', 0.856):g})."),
                    ("table", (["length", *(f"depth {d:g}" for d in grid["depths"]), "all"],
                               [[L, *row, grid["by_length"][str(L)]]
                                for L, row in zip(grid["lengths"], grid["accuracy"], strict=True)])),

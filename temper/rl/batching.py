@@ -75,12 +75,20 @@ class MicroBatch:
     sample_ids: list[int]
     values: TokenValues  # per loss token [N]
     filler: bool = False  # a zero-weight stand-in that keeps the ranks' collectives in step
+    # context parallelism (context_parallel.py): this rank's share of one sequence of `context_length` tokens,
+    # whose attention is a ring over `context_group`
+    context_group: object = None
+    context_length: int = 0
 
     @property
     def num_tokens(self) -> int:
         return int(self.padding_mask.sum())
 
     def attention(self, sliding_window: int | None = None) -> AttentionBackend:
+        if self.context_group is not None:
+            from temper.rl.ring_attention import RingAttention
+
+            return RingAttention(self.context_length, self.context_group, sliding_window)
         if self.packed:
             return SegmentAttention(self.segments, sliding_window)
         padded = bool((self.padding_mask == 0).any())
@@ -219,10 +227,11 @@ def padded_groups(lengths: list[int], budget: int) -> list[list[int]]:
 
 
 def make_micro_batches(samples: list[Sample], budget: int, packing: bool, pad_id: int = 0,
-                       share_prompts: bool = True) -> list[MicroBatch]:
+                       share_prompts: bool = True, indices: list[int] | None = None) -> list[MicroBatch]:
     """Packed: one row of at most `budget` tokens per micro-batch, samples with the same prompt sharing it
-    (`share_prompts`). Padded: rows of one sequence each."""
-    samples_with_loss = [i for i, s in enumerate(samples) if s.num_loss_tokens > 0]
+    (`share_prompts`). Padded: rows of one sequence each. `indices`: only these samples (default: all)."""
+    chosen = range(len(samples)) if indices is None else indices
+    samples_with_loss = [i for i in chosen if samples[i].num_loss_tokens > 0]
     if packing:
         units = (shared_prompt_units(samples, samples_with_loss, budget) if share_prompts
                  else list(samples_with_loss))
@@ -232,6 +241,13 @@ def make_micro_batches(samples: list[Sample], budget: int, packing: bool, pad_id
         lengths = [len(samples[i].tokens) for i in samples_with_loss]
         layout = [[[samples_with_loss[i]] for i in g] for g in padded_groups(lengths, budget)]
     return [collate(samples, rows, packing, pad_id) for rows in layout]
+
+
+def truncate_sample(s: Sample, limit: int) -> Sample:
+    """The first `limit` tokens of a sample, its loss mask and values cut with them."""
+    if len(s.tokens) <= limit:
+        return s
+    return Sample(s.tokens[:limit], s.mask[:limit], {k: v[:limit] for k, v in s.values.items()})
 
 
 def trajectory_sample(traj, advantage: float | torch.Tensor) -> Sample:

@@ -64,8 +64,9 @@ class OptimConfig(ConfigModel):
     grad_clip: float | None = 1.0
     # A staleness-aware learning rate (Zhang et al. 2016, "Staleness-aware Async-SGD"): "inverse" divides each
     # step's lr by the mean staleness of the samples it trains on, when above 1 (so max_staleness 0 and 1 are
-    # unchanged). Adam's normalisation undoes a scaled loss, so it is the step size that is scaled.
-    staleness_lr: Literal["none", "inverse"] = "none"
+    # unchanged). Adam's normalisation undoes a scaled loss, so it is the step size that is scaled. At
+    # max_staleness 4 it trained significantly better than none (docs/train.md, "Staleness").
+    staleness_lr: Literal["none", "inverse"] = "inverse"
 
 
 class LoRAConfig(ConfigModel):
@@ -81,7 +82,15 @@ class TrainerConfig(ConfigModel):
     # packed samples with the same prompt (a group's) share one forward of it; the same logprobs and gradients
     share_prompts: bool = True
     mini_batches: int = 1  # optimizer steps per trainer step (PPO-style updates on the same data)
+    # Activation checkpointing (each decoder layer recomputed in backward): on for every micro-batch, or else
+    # for a micro-batch of at least `checkpoint_from_tokens` tokens, whose activations grow with its length
+    # (None: never by length).
     gradient_checkpointing: bool = False
+    checkpoint_from_tokens: int | None = Field(8192, ge=1)
+    # The longest sequence the trainer takes: a longer one is cut to its first max_sequence_tokens tokens (its
+    # reward stands), counted in the step's `truncated` and `truncated_tokens`. None: no limit (the agent's
+    # agent.max_context_tokens bounds an episode).
+    max_sequence_tokens: int | None = Field(None, ge=2)
     # pi_old from the update's own forward when there is one mini-batch (the same weights: the same numbers),
     # instead of a no-grad forward of its own: a third less compute per step (Trainer.folds_old_logprobs)
     fold_old_logprobs: bool = True
@@ -92,6 +101,9 @@ class TrainerConfig(ConfigModel):
     lora: LoRAConfig = Field(default_factory=LoRAConfig)
     # FSDP2 ranks `temper train` spawns for the trainer (gloo on CPU, NCCL on CUDA); 1: in the driver's process
     world_size: int = Field(1, ge=1)
+    # Context parallelism: a sample longer than micro_batch_tokens is split across this many ranks (of
+    # world_size) by ring attention; shorter ones are packed and shared out over all ranks as usual
+    context_parallel: int = Field(1, ge=1)
 
 
 class CheckpointConfig(ConfigModel):
@@ -123,6 +135,13 @@ class RLConfig(ConfigModel):
         if self.trainer.world_size > 1 and self.advantages.estimator == "gae":
             raise ValueError("trainer.world_size > 1 with advantages.estimator gae: the value head is not sharded "
                              "yet (use world_size 1)")
+        t = self.trainer
+        if t.world_size % t.context_parallel:
+            raise ValueError(f"trainer.context_parallel: {t.context_parallel} must divide trainer.world_size "
+                             f"({t.world_size}): each sequence is split across that many of the ranks")
+        if t.context_parallel > 1 and self.off_policy.tis == "sequence":
+            raise ValueError("trainer.context_parallel > 1 with off_policy.tis sequence: a sequence's ratio would "
+                             "span ranks (use tis token or none)")
         return self
 
 
@@ -148,9 +167,9 @@ class SFTConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _one_process(self) -> "SFTConfig":
-        if self.trainer.world_size != 1:
-            raise ValueError("trainer.world_size: temper sft trains in one process (1); FSDP2 ranks are temper "
-                             "train's (algorithm.trainer.world_size)")
+        if self.trainer.world_size != 1 or self.trainer.context_parallel != 1:
+            raise ValueError("trainer.world_size and trainer.context_parallel: temper sft trains in one process (1); "
+                             "FSDP2 and context-parallel ranks are temper train's (algorithm.trainer.*)")
         from temper.rl.stats import UpdateStats
 
         written = [f.name for f in fields(UpdateStats)]  # what each SFT checkpoint's meta.json records

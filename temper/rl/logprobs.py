@@ -29,7 +29,9 @@ def token_logprobs(lm_head: torch.nn.Module, hidden: torch.Tensor, targets: torc
                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [N, H] (the predicting positions), targets [N] -> (logprob [N], entropy [N]) in fp32."""
     if hidden.shape[0] == 0:
-        empty = hidden.new_zeros(0, dtype=torch.float32)
+        # none here (a context-parallel rank whose share of a sequence has no loss token): empty, but still in the
+        # graph, so that this rank's backward runs and meets the other ranks' collectives
+        empty = hidden[:, 0].float()
         return empty, empty
     grad = torch.is_grad_enabled() and hidden.requires_grad
     logps, ents = [], []

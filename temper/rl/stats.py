@@ -95,6 +95,9 @@ class StepStats:
     adv_std: float = 0.0
     adv_min: float = 0.0
     adv_max: float = 0.0
+    truncated: int = 0  # trained samples cut to trainer.max_sequence_tokens
+    truncated_tokens: int = 0  # the tokens cut from them
+    context_split: int = 0  # trained samples split across a context-parallel group's ranks
 
     @property
     def skipped(self) -> bool:
@@ -102,7 +105,8 @@ class StepStats:
 
     def as_metrics(self) -> dict[str, float]:
         m = {"reward_mean": self.reward_mean, **asdict(self.filter), "staleness_mean": self.staleness_mean,
-             "staleness_max": self.staleness_max}
+             "staleness_max": self.staleness_max, "truncated": self.truncated,
+             "truncated_tokens": self.truncated_tokens, "context_split": self.context_split}
         if self.update is None:
             m["skipped"] = 1.0
         else:

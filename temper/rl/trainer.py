@@ -19,7 +19,14 @@ from torch import nn
 
 from temper.rl import distributed as dist
 from temper.rl.advantages import RunningBaseline, outcome_advantages
-from temper.rl.batching import MicroBatch, Sample, collate, make_micro_batches, trajectory_sample
+from temper.rl.batching import (
+    MicroBatch,
+    Sample,
+    collate,
+    make_micro_batches,
+    trajectory_sample,
+    truncate_sample,
+)
 from temper.rl.checkpoint import (
     CheckpointSnapshot,
     load_trainer_checkpoint,
@@ -27,6 +34,7 @@ from temper.rl.checkpoint import (
     snapshot_checkpoint,
 )
 from temper.rl.config import GROUP_ESTIMATORS, RLConfig
+from temper.rl.context_parallel import context_group, is_long, shard_micro_batch
 from temper.rl.critic import Critic
 from temper.rl.filtering import filter_trajectories
 from temper.rl.logprobs import micro_batch_logprobs
@@ -59,12 +67,14 @@ class Trainer:
         if cfg.trainer.lora.enabled:
             lc = cfg.trainer.lora
             apply_lora(model, lc.rank, lc.alpha, lc.targets)
-        model.gradient_checkpointing = cfg.trainer.gradient_checkpointing
         self.device = next(model.parameters()).device  # the trainer follows the model: batches, autocast
         gae = cfg.advantages.estimator == "gae"
+        self.context_group = None  # this rank's context-parallel group (context_parallel > 1)
         if dist.is_distributed():
             if gae:
                 raise NotImplementedError("the value head (gae) is not sharded yet: run it in one process")
+            if cfg.trainer.context_parallel > 1:
+                self.context_group = context_group(cfg.trainer.context_parallel)
             dist.shard_model(model)
         self.model = model.train()
         self.ref_model = ref_model.eval().requires_grad_(False) if ref_model is not None else None
@@ -100,6 +110,10 @@ class Trainer:
                                             zip(f.trajectories, f.train, strict=True) if tr and t.min_version() >= 0],
                                            cfg.optim.staleness_lr)
         rewards = [r for r, tr in zip(f.rewards, f.train, strict=True) if tr]
+        samples, rewards = self._within_limit(samples, rewards, stats)
+        if not samples:
+            return stats
+        stats.context_split = len(self._long(samples))
         minis = [list(range(len(samples)))[i::cfg.trainer.mini_batches] for i in range(cfg.trainer.mini_batches)]
         plans = [self.micro_batches([samples[i] for i in m]) for m in minis]
         sums = Sums()
@@ -116,20 +130,57 @@ class Trainer:
         self.lr_scale = 1.0
         return stats
 
+    def _within_limit(self, samples: list[Sample], rewards: list[float], stats: StepStats
+                      ) -> tuple[list[Sample], list[float]]:
+        """Samples longer than trainer.max_sequence_tokens cut to it, counted in `stats`; one left with no loss
+        token is dropped."""
+        limit = self.cfg.trainer.max_sequence_tokens
+        if limit is None:
+            return samples, rewards
+        long = [s for s in samples if len(s.tokens) > limit]
+        stats.truncated, stats.truncated_tokens = len(long), sum(len(s.tokens) - limit for s in long)
+        cut = [truncate_sample(s, limit) for s in samples]
+        keep = [i for i, s in enumerate(cut) if s.num_loss_tokens > 0]
+        return [cut[i] for i in keep], [rewards[i] for i in keep]
+
     def micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
         """This rank's share (every world-th micro-batch), then fillers so that ranks stay in step; values.keep
-        is 1 on every real loss token."""
+        is 1 on every real loss token. With context parallelism, first its share of the long samples its context
+        group runs together (context_parallel.py)."""
         t = self.cfg.trainer
-        mine = make_micro_batches(samples, t.micro_batch_tokens, t.packing, self.pad_id,
-                                  t.share_prompts)[dist.rank()::dist.world_size()]
-        filler = Sample(torch.tensor([self.pad_id, self.pad_id]), torch.tensor([0, 1]),
-                        {k: torch.zeros(2) for k in ("adv", "behaviour")})
-        mine += [replace(collate([filler], [[0]], t.packing, self.pad_id), filler=True)
-                 for _ in range(dist.all_reduce_max(len(mine)) - len(mine))]
+        long = self._long(samples)
+        short = sorted(set(range(len(samples))) - set(long))
+        mine = self._in_step(make_micro_batches(samples, t.micro_batch_tokens, t.packing, self.pad_id,
+                                                t.share_prompts, short)[dist.rank()::dist.world_size()])
+        if self.context_group is not None:
+            groups, group = dist.world_size() // t.context_parallel, dist.rank() // t.context_parallel
+            shares = [shard_micro_batch(collate(samples, [[i]], False, self.pad_id), self.context_group)
+                      for i in long[group::groups]]
+            mine = self._in_step(shares) + mine
         mine = [_to_device(mb, self.device) for mb in mine]
         for mb in mine:
             mb.values.keep = torch.full(mb.targets.shape, 0.0 if mb.filler else 1.0, device=self.device)
         return mine
+
+    def _long(self, samples: list[Sample]) -> list[int]:
+        """The samples a context group splits (none without context parallelism)."""
+        t = self.cfg.trainer
+        return [i for i, s in enumerate(samples) if self.context_group is not None and s.num_loss_tokens > 0
+                and is_long(len(s.tokens), t.micro_batch_tokens, t.context_parallel)]
+
+    def _in_step(self, mine: list[MicroBatch]) -> list[MicroBatch]:
+        """`mine` and as many zero-weight fillers after it as the rank with the most micro-batches has more."""
+        filler = Sample(torch.tensor([self.pad_id, self.pad_id]), torch.tensor([0, 1]),
+                        {k: torch.zeros(2) for k in ("adv", "behaviour")})
+        return mine + [replace(collate([filler], [[0]], self.cfg.trainer.packing, self.pad_id), filler=True)
+                       for _ in range(dist.all_reduce_max(len(mine)) - len(mine))]
+
+    def checkpoints(self, mb: MicroBatch) -> bool:
+        """Whether this micro-batch's update recomputes each decoder layer in backward (activation checkpointing):
+        always with gradient_checkpointing, else from checkpoint_from_tokens tokens on."""
+        t = self.cfg.trainer
+        return t.gradient_checkpointing or (t.checkpoint_from_tokens is not None
+                                            and mb.num_tokens >= t.checkpoint_from_tokens)
 
     def folds_old_logprobs(self) -> bool:
         """Whether pi_old comes from the update's own forward (detached) instead of a no-grad pass of its own: with
@@ -219,6 +270,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         scale = dist.world_size()  # FSDP averages gradients over ranks; the weights already sum to 1 globally
         for mb in mbs:
+            self.model.gradient_checkpointing = self.checkpoints(mb)
             with self._autocast():
                 loss = loss_fn(mb, sums)
             (loss * scale).backward()

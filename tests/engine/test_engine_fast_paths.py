@@ -56,10 +56,11 @@ def test_a_weight_load_reaches_the_packed_weights(kernel: str):
     assert fast.model.model.layers[1].mlp.gate_up._packed is not packed  # repacked, not stale
 
 
-def test_int8_kv_prefix_caching_and_speculation_on_the_packed_weights():
+@pytest.mark.parametrize("kv_dtype", ["int8", "int4"])
+def test_quantized_kv_prefix_caching_and_speculation_on_the_packed_weights(kv_dtype):
     from temper.engine import SpeculativeConfig
 
-    fast, plain = engines(kv_dtype="int8", speculative=SpeculativeConfig(method="ngram"))
+    fast, plain = engines(kv_dtype=kv_dtype, speculative=SpeculativeConfig(method="ngram"))
     text = random_prompts([24], 512, seed=7)[0]
     prompt = text * 4  # repeats: n-gram drafts get accepted
     greedy = SamplingParams(temperature=0, max_tokens=32)

@@ -120,13 +120,15 @@ def test_architectures_and_rope_scaling(overrides):
         assert max(abs(a - b) for a, b in zip(full_logprobs(model, c), c.logprobs, strict=True)) < 1e-4
 
 
-def test_int8_and_bf16_kv_run_every_path(pair, prompts, references):
+def test_int8_int4_and_bf16_kv_run_every_path(pair, prompts, references):
     from temper.engine.kv_cache import kv_bytes_per_token
 
     model, _ = pair
     smollm2_shape = ModelConfig()  # head_dim 64: 64 int8 + one fp32 scale vs 64 fp32 per head
     assert kv_bytes_per_token(smollm2_shape, "fp32") / kv_bytes_per_token(smollm2_shape, "int8") >= 3.5
-    for kv_dtype in ("int8", "bf16"):
+    # int4: 32 bytes of levels + two fp16 scales per head
+    assert kv_bytes_per_token(smollm2_shape, "fp32") / kv_bytes_per_token(smollm2_shape, "int4") >= 7
+    for kv_dtype in ("int8", "int4", "bf16"):
         budget = 16 * 8 * kv_bytes_per_token(model.config, kv_dtype)  # 16 blocks of 8 tokens
         engine = LLMEngine(model, None, EngineConfig(block_size=8, kv_dtype=kv_dtype, kv_budget_bytes=budget,
                                                      max_num_batched_tokens=20))
@@ -134,7 +136,10 @@ def test_int8_and_bf16_kv_run_every_path(pair, prompts, references):
         assert engine.scheduler.num_preemptions > 0 and engine.blocks.hit_tokens > 0
         agree = sum(a == b for c, (ref, _) in zip(outs, references, strict=True)
                     for a, b in zip(c.token_ids, ref, strict=True))
-        assert agree / (NEW * len(prompts)) > 0.8, kv_dtype
+        # int4's step is 1/7 of a head's absmax (8.6% error per element on these 16-channel heads): this tiny
+        # random model's greedy path drifts from fp32's after a few tokens (SmolLM2's quality is measured in
+        # test_engine_smollm2.py); the paths must still run, and agree far beyond chance (1/512)
+        assert agree / (NEW * len(prompts)) > (0.25 if kv_dtype == "int4" else 0.8), kv_dtype
 
 
 def test_sliding_window_with_sinks_matches_a_dense_masked_forward(pair):
@@ -182,10 +187,10 @@ def test_adaptive_draft_length_grows_while_drafts_hold_and_shrinks_after_a_miss(
     assert engine.speculator.draft_lens == {} and proposer.indexes == {}  # nothing outlives its sequence
 
 
-@pytest.mark.parametrize("kv_dtype", ["fp32", "int8"])
+@pytest.mark.parametrize("kv_dtype", ["fp32", "int8", "int4"])
 def test_cascade_attention_and_decode_buffer_give_the_same_samples_and_logprobs(pair, prompts, kv_dtype):
     """n samples of a prompt share its blocks: seeded sampling with cascade attention and the
-    decode buffer each on and off (int8: the buffer holds exactly what a gather dequantizes)."""
+    decode buffer each on and off (int8, int4: the buffer holds exactly what a gather dequantizes)."""
     model, _ = pair
     params = SamplingParams(temperature=1.0, n=4, seed=3, max_tokens=NEW)
     runs = {}
@@ -199,7 +204,7 @@ def test_cascade_attention_and_decode_buffer_give_the_same_samples_and_logprobs(
     # A rounding difference in one layer's attention can move a later key across an int8 rounding
     # step (1/127 of its absmax), so int8 differences are larger (measured 2.5e-4 vs 1.4e-6 in fp32);
     # a dequantization error would be orders of magnitude larger.
-    tolerance = 1e-4 if kv_dtype == "fp32" else 1e-3
+    tolerance = {"fp32": 1e-4, "int8": 1e-3, "int4": 1e-2}[kv_dtype]  # int4's step is 1/7 of the absmax
     for run in runs.values():
         for on, off in zip(run, base, strict=True):
             assert on.token_ids == off.token_ids

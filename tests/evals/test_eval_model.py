@@ -90,6 +90,10 @@ def test_effective_length_and_depth_profile_on_planted_answers(tmp_path: Path) -
     g = run.summary["longctx_grid"]
     assert g["by_length"] == {"64": 1.0, "256": 1.0, "1024": pytest.approx(1 / 3), "2048": pytest.approx(1 / 3)}
     assert g["effective_length"] == 256 and g["base_score"] == 1.0
+    assert g["effective_length_ruler"] == 256 and g["ruler_threshold"] == 0.856
+    assert g["items_per_cell"] == [[4] * 3] * 4 and g["accuracy_ci"][0][0] == [1.0, 1.0]
+    low, high = g["by_length_ci"]["1024"]
+    assert low < 1 / 3 < high  # 12 items: a third right
     assert g["depth_profile_kinds"] == ["niah", "vartrack"]
     assert g["depth_profile"] == {"0": 1.0, "0.5": 0.5, "1": 0.5}
     assert g["accuracy"][2] == [1.0, 0.0, 0.0]
@@ -99,6 +103,9 @@ def test_effective_length_rule() -> None:
     assert effective_length({1000: 0.8, 2000: 0.7, 4000: 0.6, 8000: 0.7}, 0.85) == 2000  # 0.6 < 0.68 ends it
     assert effective_length({1000: 0.8, 2000: 0.8}, 0.85) == 2000
     assert effective_length({1000: 0.0, 2000: 0.0}, 0.85) is None
+    # RULER's absolute bar: a model that is weak everywhere has no effective length, however flat its curve
+    assert effective_length({1000: 0.8, 2000: 0.8}, 0.856, absolute=True) is None
+    assert effective_length({1000: 0.95, 2000: 0.9, 4000: 0.7, 8000: 0.9}, 0.856, absolute=True) == 2000
 
 
 @pytest.mark.parametrize("args,expected", [

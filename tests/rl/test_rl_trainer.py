@@ -109,7 +109,8 @@ def test_metrics_and_policy_version():
         "loss", "grad_norm", "clip_frac_low", "clip_frac_high", "clip_frac_dual", "kl", "entropy", "adv_mean",
         "adv_std", "adv_min", "adv_max", "reward_mean", "tokens", "tokens_per_s", "mismatch_kl", "mismatch_kl_k1",
         "is_masked_frac", "mean_abs_logprob_mismatch", "dropped_groups", "dropped_failed", "masked_overlong",
-        "kept_trajectories", "staleness_mean", "staleness_max", "lr",
+        "kept_trajectories", "staleness_mean", "staleness_max", "truncated", "truncated_tokens", "context_split",
+        "lr", "lr_scale",
         "policy_version"}  # the trainer/<key> columns of metrics.jsonl
     assert m.as_metrics()["loss"] == u.loss and m.as_metrics()["policy_version"] == 1.0
 
@@ -156,7 +157,7 @@ def test_dynamic_sampling_reported_and_all_dropped_skips_the_update():
     assert m.skipped and m.filter.dropped_groups == 3 and tr.policy_version == 0
     assert m.as_metrics() == {"reward_mean": 0.0, "dropped_failed": 0.0, "dropped_groups": 3.0, "masked_overlong": 0.0,
                               "kept_trajectories": 0.0, "staleness_mean": 0.0, "staleness_max": 0.0, "skipped": 1.0,
-                              "policy_version": 0.0}
+                              "truncated": 0.0, "truncated_tokens": 0.0, "context_split": 0.0, "policy_version": 0.0}
     _assert_same(before, _params(model), atol=0)
 
 
