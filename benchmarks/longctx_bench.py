@@ -15,14 +15,15 @@ each length in a fresh process: its peak RSS, tokens/s and the most KV blocks it
 and 2 context-parallel ranks) and for transformers (the same model, a plain causal-LM loss with gradient
 checkpointing), SmolLM2-135M-Instruct in fp32, in one run. A full-attention step at
 64K tokens takes hours on 2 cores, so each side's peak memory (peak RSS of a fresh process: weights, gradients,
-Adam's state and activations; with 2 ranks, the larger rank's) and seconds per step are measured at --lengths
+Adam's state and activations, VmHWM; with 2 ranks, the larger rank's) and seconds per step are measured at --lengths
 (2K, 4K, 8K by default), a line is fitted through peak memory against length, and the length at which it
 reaches the budget (22 GiB) is projected. One real step of temper at --confirm tokens checks the projection:
 its peak should be within 10% of the line's.
 
-- temper: `Trainer.step` on one trajectory of T tokens (a 16-token prompt, then T - 16 reply tokens that all
-  carry loss; REINFORCE, so that one sample has an advantage), the default recipe's RLConfig with activation
-  checkpointing from 1 token on (`checkpoint_from_tokens`: every length measured is in the same regime).
+- temper: `Trainer.step` on a group of two trajectories with one 16-token prompt: one of T tokens (T - 16 reply
+  tokens, all carrying loss, reward 1) and one of 32 (reward 0), so that the long one has an advantage; the default
+  recipe's RLConfig (GRPO) with activation checkpointing from 1 token on (`checkpoint_from_tokens`: every length
+  measured is in the same regime).
   `_cp2`: the same under torchrun with 2 gloo ranks, `world_size: 2, context_parallel: 2` (FSDP2 shards the
   weights and Adam's state over both ranks; ring attention splits the sequence).
 - transformers: `AutoModelForCausalLM` (sdpa) with `gradient_checkpointing_enable()`, `labels=input_ids`, Adam.
@@ -38,7 +39,6 @@ memory against length, each side's line and the budget); the last line of stdout
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -57,7 +57,12 @@ def log(msg: str) -> None:
 
 
 def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    """This process's peak resident memory (VmHWM). Not getrusage's ru_maxrss: exec folds the parent's peak into
+    the child's, so every worker would report at least the benchmark's own peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def token_ids(length: int, vocab: int) -> list[int]:
@@ -79,18 +84,19 @@ def temper_worker(length: int, context_parallel: int) -> dict[str, Any]:
     if context_parallel > 1:
         dist.init_from_env("gloo")
     rl = resolve_train_config(None, [], {}, None, create=False)[0].algorithm
-    rl.advantages.estimator = "reinforce"
     rl.trainer.checkpoint_from_tokens = 1
     rl.trainer.world_size, rl.trainer.context_parallel = max(1, dist.world_size()), context_parallel
     rl.trainer.micro_batch_tokens = min(rl.trainer.micro_batch_tokens, length - 1)  # the sequence is "long"
     loaded = load_model("smollm2-135m")
     trainer = Trainer(loaded.model, rl, pad_id=loaded.tokenizer.pad_token_id)
     ids = token_ids(length, loaded.model.config.vocab_size)
-    mask = [0] * PROMPT + [1] * (length - PROMPT)
-    traj = Trajectory(ids, mask, [-5.0 if m else 0.0 for m in mask], [0 if m else -1 for m in mask], reward=1.0,
-                      group_id="g", id="t")
+    group = []
+    for n, reward in ((length, 1.0), (2 * PROMPT, 0.0)):
+        mask = [0] * PROMPT + [1] * (n - PROMPT)
+        group.append(Trajectory(ids[:n], mask, [-5.0 if m else 0.0 for m in mask], [0 if m else -1 for m in mask],
+                                reward=reward, group_id="g", id=f"t{n}"))
     t = time.perf_counter()
-    stats = trainer.step([traj])
+    stats = trainer.step(group)
     seconds = time.perf_counter() - t
     assert not stats.skipped and torch.isfinite(torch.tensor(stats.update.loss))
     out = {"seconds": seconds, "peak_bytes": peak_rss(), "loss": stats.update.loss,
