@@ -72,9 +72,12 @@ def test_a_command_left_running_is_the_agents_time_not_a_masked_verifier(tiny_en
     assert time.monotonic() - start < 45  # the command was killed by the episode's end (8 s), not at 90 s
     if attack == "after_the_program_exits":  # killed when the program exited, not at the episode's end
         assert all(t.info.get("exec_interrupted") for t in res.trajectories), res.trajectories[0].info
-    control = _run(tiny_engine, smollm2_tokenizer, suite,
+    # the control is the same task without the 8 s agent limit: on a loaded machine (CI's 2 workers) a program's
+    # start and first model call can use up 8 s, and its exec then gets no time left (reward 0, not the attack's)
+    roomy = parse_spec(f"terminal:path={task_folder(tmp_path / 'control', verifier_timeout_s=4)}")
+    control = _run(tiny_engine, smollm2_tokenizer, roomy,
                    _agent(program(CLIENT + 'run("echo ok > /app/done.txt")\n', "control.py")))
-    assert control.failure is None and control.reward.value == 1.0, control.reward
+    assert control.failure is None and control.reward.value == 1.0, (control.reward, control.trajectories[0].info)
 
 
 # -- a crash after calling the model is the episode's 0 ----------------------------------------------------
