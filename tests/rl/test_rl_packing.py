@@ -1,9 +1,11 @@
 """Packed rows give the same logprobs, loss and gradients as one sequence at a time and as padded rows."""
 
+import pytest
 import torch
 from conftest import make_model
 
 from temper.models import CausalAttention
+from temper.models.attention import causal_mask, sdpa
 from temper.rl.batching import Sample, make_micro_batches, pack_rows, padded_groups
 from temper.rl.logprobs import micro_batch_logprobs, token_logprobs
 from temper.rl.packed_attention import SegmentAttention
@@ -55,6 +57,28 @@ def test_segment_attention_matches_separate_sequences():
     for s, e in ((0, 5), (5, 12)):
         ref = CausalAttention()(0, q[:, s:e], k[:, s:e], v[:, s:e])
         torch.testing.assert_close(out[:, s:e], ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("prompt", "rest"), [(5, 7), (64, 3), (3, 100), (1, 1)])
+def test_a_shared_prompts_rest_attends_without_a_mask_and_matches_the_masked_one(monkeypatch, prompt, rest):
+    """A rest's attention is two mask-free flash calls merged by log-sum-exp (a [n, P + n] mask costs memory
+    quadratic in the length): outputs and gradients equal the masked reference, and no mask is built."""
+    g = torch.Generator().manual_seed(prompt)
+    q, k, v = (torch.randn(1, prompt + rest, h, 16, dtype=torch.float64, generator=g, requires_grad=True)
+               for h in (6, 2, 2))
+    dout = torch.randn(1, rest, 6, 16, dtype=torch.float64, generator=g)
+    ref = sdpa(q[:, prompt:], k, v, causal_mask(rest, prompt + rest, q.device), causal=True)
+    ref_grads = torch.autograd.grad((ref * dout).sum(), (q, k, v))
+
+    def no_mask(*a, **kw):
+        raise AssertionError(f"a mask was built: {a}")
+
+    monkeypatch.setattr("temper.rl.packed_attention.causal_mask", no_mask)
+    out = SegmentAttention([[(prompt, (rest,))]])(0, q, k, v)[:, prompt:]
+    grads = torch.autograd.grad((out * dout).sum(), (q, k, v))
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
 def test_packed_equals_padded_equals_one_by_one():
