@@ -21,6 +21,13 @@ class ContextConfig(ConfigModel):
     restate_at: float = Field(0.6, gt=0)  # restate the task once the window is this full
     summary_max_tokens: int = Field(512, ge=1)
     min_observation_tokens: int = Field(48, ge=1)  # below this room, compact instead of trimming further
+    # What a full window becomes. summary: older turns become one summary, the last keep_recent_turns stay
+    # verbatim. observation_masking: every older turn's own messages stay verbatim and only its tool outputs
+    # become a placeholder (the oldest turns are summarised when even that does not fit).
+    compaction: Literal["summary", "observation_masking"] = "summary"
+    # Who writes a summary: extractive (a line per turn, no model call) or model (the policy itself, greedy;
+    # its tokens count as the episode's, but are never trained on)
+    summarizer: Literal["extractive", "model"] = "extractive"
 
 
 class AgentConfig(ConfigModel):

@@ -23,6 +23,7 @@ from temper.agent.chat_format import ChatFormat
 from temper.agent.config import AgentConfig
 from temper.agent.context import SYSTEM_PROMPT, ContextManager, Summarizer, TurnNote
 from temper.agent.episode import EpisodeResult, InfraFailure, ToolRecord, TurnRecord, tool_call_counts, turn_actions
+from temper.agent.model_summary import ModelSummarizer
 from temper.agent.toolcall import EXAMPLE, ToolCall, parse_tool_calls
 from temper.agent.tools import BUILTIN, Tool, ToolContext, ToolError
 from temper.agent.tools.builtin import settle
@@ -64,7 +65,11 @@ class Episode:
         self.group_id, self.episode_id, self.seed = group_id, episode_id, seed
         self.tools = {**{n: BUILTIN[n] for n in env.tools if n in BUILTIN}, **loop.user_tools}
         self.fmt = ChatFormat(loop.tok, list(self.tools.values()))
-        self.ctx = ContextManager(self.fmt, self.cfg.max_context_tokens, self.cfg.context, loop.summarizer)
+        summarizer = loop.summarizer
+        if summarizer is None and self.cfg.context.summarizer == "model":
+            summarizer = ModelSummarizer(loop.client, self.fmt, self.cfg.max_context_tokens,
+                                         self.cfg.context.summary_max_tokens)
+        self.ctx = ContextManager(self.fmt, self.cfg.max_context_tokens, self.cfg.context, summarizer)
         self.tool_ctx = ToolContext(env=env, timeout_s=self.cfg.tool_timeout_s)
         self.windows: list[Transcript] = []
         self.tr = Transcript()
@@ -253,7 +258,8 @@ class Episode:
             return
         self.windows.append(self.tr)
         merged = {"role": "user", "content": "\n\n".join(m["content"] for m in msgs)}
-        self.new_window(await self.ctx.compact(self.system, self.task_text, self.notes[:-1], merged))
+        self.new_window(await self.ctx.compact(self.system, self.task_text, self.notes[:-1], merged,
+                                               self.notes[-1].messages[0]))
         turn.observation_tokens = len(self.tr)
 
     def result(self, reward: Reward, truncated: bool) -> EpisodeResult:

@@ -20,15 +20,19 @@ from temper.errors import TemperError
 KINDS = ("niah", "multi_niah", "vartrack", "freq")
 
 
+def recall_reward(answer: str, expected: list[str]) -> Reward:
+    """The fraction of `expected` items among the words of the answer (its <answer> part when it has one)."""
+    extracted = extract_answer(answer)
+    found = set(re.findall(r"[\w-]+", extracted if extracted is not None else answer))
+    recall = sum(e in found for e in expected) / len(expected)
+    return Reward(value=recall, components={"recall": recall, "format": float(extracted is not None)})
+
+
 class LongCtxEnv(SingleTurnEnv):
     background = "Read the long text carefully and answer the question at its end."
 
     async def verify(self, answer: str) -> Reward:
-        extracted = extract_answer(answer)
-        found = set(re.findall(r"[\w-]+", extracted if extracted is not None else answer))
-        expected = self.task.payload["expected"]
-        recall = sum(e in found for e in expected) / len(expected)
-        return Reward(value=recall, components={"recall": recall, "format": float(extracted is not None)})
+        return recall_reward(answer, self.task.payload["expected"])
 
     async def run_oracle(self) -> Reward:
         return (await self.step(f"<answer>{self.task.oracle}</answer>")).reward or Reward()

@@ -15,39 +15,39 @@ from temper.envs.haystack import CHARS_PER_TOKEN, insert, sentences
 
 _KEYS = ["amber-falcon", "quiet-harbor", "silver-orchard", "crimson-lantern", "hollow-meadow", "iron-compass",
          "velvet-canyon", "frozen-willow", "golden-anvil", "rapid-heron", "misty-quarry", "bright-thistle"]
-_WORDS = ["apple", "breeze", "candle", "desert", "engine", "feather", "glacier", "harbor", "island", "jungle",
+WORDS = ["apple", "breeze", "candle", "desert", "engine", "feather", "glacier", "harbor", "island", "jungle",
           "kettle", "ladder", "marble", "needle", "orbit", "pepper", "quartz", "ribbon", "saddle", "tunnel",
           "umbrella", "violin", "walnut", "yonder", "zephyr", "anchor", "basket", "cactus", "dolphin", "ember"]
 
 
-def _number(rng: random.Random) -> str:
+def number(rng: random.Random) -> str:
     return str(rng.randrange(1_000_000, 10_000_000))
 
 
 def niah(rng: random.Random, length: int, depth: float, haystack: str) -> tuple[str, list[str]]:
-    key, value = rng.choice(_KEYS), _number(rng)
+    key, value = rng.choice(_KEYS), number(rng)
     text = insert(sentences(haystack, length, rng), [(depth, f"The special magic number for {key} is {value}.")])
     return f"{text}\n\nWhat is the special magic number for {key} mentioned in the text above?", [value]
 
 
 def multi_niah(rng: random.Random, length: int, depth: float, haystack: str, needles: int) -> tuple[str, list[str]]:
     keys = rng.sample(_KEYS, min(needles, len(_KEYS)))
-    values = [_number(rng) for _ in keys]
+    values = [number(rng) for _ in keys]
     items = [(rng.random(), f"The special magic number for {k} is {v}.") for k, v in zip(keys, values, strict=True)]
     text = insert(sentences(haystack, length, rng), items)
     return (f"{text}\n\nWhat are the special magic numbers for {', '.join(keys)} mentioned in the text above? "
             "List all of them."), values
 
 
-def _var(rng: random.Random) -> str:
+def variable(rng: random.Random) -> str:
     return "".join(rng.choices(string.ascii_uppercase, k=5))
 
 
 def vartrack(rng: random.Random, length: int, depth: float, haystack: str, hops: int) -> tuple[str, list[str]]:
     value = str(rng.randrange(10_000, 100_000))
-    chain = [_var(rng) for _ in range(hops)]
+    chain = [variable(rng) for _ in range(hops)]
     lines = [f"VAR {chain[0]} = {value}."] + [f"VAR {b} = VAR {a}." for a, b in itertools.pairwise(chain)]
-    decoy = [_var(rng) for _ in range(2)]  # a distractor chain with another value
+    decoy = [variable(rng) for _ in range(2)]  # a distractor chain with another value
     lines += [f"VAR {decoy[0]} = {rng.randrange(10_000, 100_000)}.", f"VAR {decoy[1]} = VAR {decoy[0]}."]
     step = (1.0 - depth) / max(len(chain), 1)
     items = [(depth + i * step, s) for i, s in enumerate(lines[:hops])] + [(rng.random(), s) for s in lines[hops:]]
@@ -58,8 +58,8 @@ def vartrack(rng: random.Random, length: int, depth: float, haystack: str, hops:
 
 def freq(rng: random.Random, length: int, top: int) -> tuple[str, list[str]]:
     n_words = max(length * CHARS_PER_TOKEN // 12, 4 * top * 10)
-    common = rng.sample(_WORDS, top)
-    rest = [w for w in _WORDS if w not in common]
+    common = rng.sample(WORDS, top)
+    rest = [w for w in WORDS if w not in common]
     hi = max(n_words // (2 * top), 10)
     words = [w for w in common for _ in range(hi)]
     counts = dict.fromkeys(rest, 0)
