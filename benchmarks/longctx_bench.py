@@ -15,8 +15,9 @@ each length in a fresh process: its peak RSS, tokens/s and the most KV blocks it
 and 2 context-parallel ranks) and for transformers (the same model, a plain causal-LM loss with gradient
 checkpointing), SmolLM2-135M-Instruct in fp32, in one run. A full-attention step at
 64K tokens takes hours on 2 cores, so each side's peak memory (peak RSS of a fresh process: weights, gradients,
-Adam's state and activations, VmHWM; with 2 ranks, the larger rank's) and seconds per step are measured at --lengths
-(2K, 4K, 8K by default), a line is fitted through peak memory against length, and the length at which it
+Adam's state and activations, VmHWM; with 2 ranks, the larger rank's; both sides on glibc with a fixed mmap
+threshold, so that the peak is the tensors' and not the heap's fragmentation) and seconds per step are measured at
+--lengths (2K, 4K, 8K by default), a line is fitted through peak memory against length, and the length at which it
 reaches the budget (22 GiB) is projected. One real step of temper at --confirm tokens checks the projection:
 its peak should be within 10% of the line's.
 
@@ -28,15 +29,21 @@ its peak should be within 10% of the line's.
   weights and Adam's state over both ranks; ring attention splits the sequence).
 - transformers: `AutoModelForCausalLM` (sdpa) with `gradient_checkpointing_enable()`, `labels=input_ids`, Adam.
 
-    .venv/bin/python benchmarks/longctx_bench.py [--sections kv,stream,train] [--lengths 2048,4096,8192]
+`grid`: the long-context grid (`temper eval --grid`'s needle, multi-key needle, variable tracking and aggregation
+items) at --grid-lengths x --grid-depths, --grid-n items per cell, once per KV cache dtype (fp32, int8, int4) on the
+same items: accuracy by length with intervals and per kind, and the effective length by NoLiMa's relative rule
+and by RULER's absolute one.
+
+    .venv/bin/python benchmarks/longctx_bench.py [--sections kv,stream,train,grid] [--lengths 2048,4096,8192]
         [--confirm 16384] [--budget-gib 22] [--no-cp] [--stream-lengths 8192,65536,262144] [--tokens N]
-        [--window 1024]
+        [--window 1024] [--grid-lengths 512,1024,2048,4096,7680] [--grid-depths 0.5] [--grid-n 20]
 
 Run it alone on the machine. Writes benchmarks/results/longctx_bench/latest.json and a PNG beside it (peak
 memory against length, each side's line and the budget); the last line of stdout is the JSON.
 """
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -188,6 +195,12 @@ def measure(side: str, length: int, threads: int, work: Path, window: int = 0) -
     """One step of `side` at `length` tokens in a fresh process (two under torchrun for temper_cp2); `stream`: one
     windowed sequence of `length` tokens through the engine."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    if not side.startswith("stream"):
+        # Both training sides on glibc with a fixed mmap threshold: every block over 128 KiB is mapped and unmapped
+        # at once, so the peak is the tensors' own. glibc's default threshold grows as blocks are freed, after
+        # which tensors under 32 MiB come from a heap that fragments: one 8K step peaked anywhere from 3.4 to
+        # 4.7 GiB over runs, 2.75 GiB with the fixed threshold, 2.79 GiB on tcmalloc (what temper's commands run on).
+        env["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)
     args = [__file__, "--worker", side, "--length", str(length), "--result", str(work / f"{side}-{length}")]
     if side.startswith("stream"):
         args += ["--window", str(window)]
@@ -295,9 +308,37 @@ def stream_section(args: argparse.Namespace, work: Path, progress: Any) -> tuple
     return out, rows
 
 
+def grid_section(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The long-context grid (temper eval --grid's) for each KV cache dtype, on the same items: accuracy by length
+    and both effective lengths."""
+    from temper.evals.config import EvalConfig
+    from temper.evals.longctx_grid import run_grid
+    from temper.evals.model_solver import ModelSolver
+
+    lengths = [int(x) for x in args.grid_lengths.split(",")]
+    depths = [float(x) for x in args.grid_depths.split(",")]
+    out: dict[str, Any] = {"grid_lengths": lengths, "grid_depths": depths, "grid_n_per_cell": args.grid_n}
+    for dtype in ("fp32", "int8", "int4"):
+        grid = {"lengths": lengths, "depths": depths, "n": args.grid_n, "concurrency": args.threads * 2}
+        cfg = EvalConfig.from_recipe({"engine": {"kv_dtype": dtype}, "progress": False,
+                                      "agent": {"max_turn_tokens": 32}, "grid": grid})
+        solver = ModelSolver.load(cfg)
+        t = time.monotonic()
+        try:
+            g = asyncio.run(run_grid(solver, cfg, work / f"grid-{dtype}")).summary()
+        finally:
+            solver.close()
+        out[f"grid_{dtype}"] = {k: g[k] for k in ("by_length", "by_length_ci", "by_kind", "effective_length",
+                                                  "effective_length_ruler", "base_score", "infra_failures")}
+        out[f"grid_{dtype}"]["minutes"] = round((time.monotonic() - t) / 60, 1)
+        log(f"grid {dtype}: by length {g['by_length']}, effective length {g['effective_length']} (NoLiMa), "
+            f"{g['effective_length_ruler']} (RULER)")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sections", default="kv,stream,train")
+    ap.add_argument("--sections", default="kv,stream,train,grid")
     ap.add_argument("--lengths", default="2048,4096,8192", help="train: comma-separated sequence lengths fitted")
     ap.add_argument("--confirm", type=int, default=16384, help="train: one real temper step at this length (0: none)")
     ap.add_argument("--budget-gib", type=float, default=22.0)
@@ -307,6 +348,9 @@ def main() -> None:
     ap.add_argument("--stream-lengths", default="8192,65536,262144")
     ap.add_argument("--tokens", type=int, default=0, help="stream: one more length, e.g. 1000000")
     ap.add_argument("--window", type=int, default=1024, help="stream: the sliding window")
+    ap.add_argument("--grid-lengths", default="512,1024,2048,4096,7680", help="grid: haystack lengths")
+    ap.add_argument("--grid-depths", default="0.5", help="grid: needle depths")
+    ap.add_argument("--grid-n", type=int, default=20, help="grid: items per (length, depth) cell")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--length", type=int, default=0, help=argparse.SUPPRESS)
@@ -328,8 +372,8 @@ def main() -> None:
     from rich.progress import Progress
 
     sections = args.sections.split(",")
-    if unknown := set(sections) - {"kv", "stream", "train"}:
-        ap.error(f"--sections: unknown {', '.join(sorted(unknown))} (kv, stream, train)")
+    if unknown := set(sections) - {"kv", "stream", "train", "grid"}:
+        ap.error(f"--sections: unknown {', '.join(sorted(unknown))} (kv, stream, train, grid)")
     t0 = time.monotonic()
     result: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
@@ -346,6 +390,12 @@ def main() -> None:
                 got, more = section(args, Path(tmp), progress)
                 result.update(got)
                 rows += more
+        if "grid" in sections:
+            import torch
+
+            torch.set_num_threads(args.threads)
+            log("grid: fp32, int8 and int4 caches on the same long-context items")
+            result.update(grid_section(args, Path(tmp)))
     result["runs"] = [{**r, "peak_gib": round(r["peak_bytes"] / GIB, 3), "seconds": round(r["seconds"], 1)}
                       for r in rows]
     result.update(budget_gib=args.budget_gib, threads=args.threads, sections=sections,
