@@ -17,6 +17,7 @@ episode (summed over its model calls, summaries included: what an API bills), ge
 episode, and the arm's wall-clock seconds.
 
     .venv/bin/python benchmarks/context_bench.py [--n 40] [--turns 10] [--record 300] [--model smollm2-135m]
+        [--endpoint http://127.0.0.1:8000/v1]
         [--arm raw:8192:summary:extractive --arm masking:2048:observation_masking:extractive ...]
 
 Run it alone on the machine. Writes benchmarks/results/context_bench/latest.json and a PNG beside it (reward
@@ -115,7 +116,8 @@ async def run(args: argparse.Namespace, arms: list[dict[str, Any]]) -> dict[str,
 
     spec = f"session:turns={args.turns},record={args.record},n={args.n},seed={args.seed}"
     agent = {"max_turns": args.turns + 2, "max_turn_tokens": args.turn_tokens, "temperature": 0.0}
-    base = EvalConfig.from_recipe({"model": args.model, "concurrency": args.concurrency, "agent": agent})
+    served = {"endpoint": args.endpoint} if args.endpoint else {}
+    base = EvalConfig.from_recipe({"model": args.model, "concurrency": args.concurrency, "agent": agent, **served})
     solver = ModelSolver.load(base)
     out: dict[str, dict[str, Any]] = {}
     rewards: dict[str, dict[str, float]] = {}
@@ -124,8 +126,9 @@ async def run(args: argparse.Namespace, arms: list[dict[str, Any]]) -> dict[str,
             for arm in arms:
                 context = {"compaction": arm["compaction"], "summarizer": arm["summarizer"],
                            "summary_max_tokens": args.summary_tokens}
-                solver.cfg = EvalConfig.from_recipe({"model": args.model, "concurrency": args.concurrency, "agent": {
-                    **agent, "max_context_tokens": arm["budget"], "context": context}})
+                solver.cfg = EvalConfig.from_recipe({"model": args.model, "concurrency": args.concurrency, **served,
+                                                     "agent": {**agent, "max_context_tokens": arm["budget"],
+                                                               "context": context}})
                 log(f"{arm['label']}: budget {arm['budget']}, {arm['compaction']}, {arm['summarizer']} summaries")
                 t = time.monotonic()
                 result = await evaluate(solver, [spec], solver.cfg, Path(tmp) / arm["label"], report=False)
@@ -155,6 +158,8 @@ async def run(args: argparse.Namespace, arms: list[dict[str, Any]]) -> dict[str,
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--endpoint", default=None, help="an OpenAI-compatible server to evaluate (--model names its "
+                    "tokenizer), e.g. a larger model on vLLM")
     ap.add_argument("--n", type=int, default=40, help="tasks (the kinds alternate: half recall, half track)")
     ap.add_argument("--turns", type=int, default=10, help="records per session")
     ap.add_argument("--record", type=int, default=300, help="tokens per record (~4 characters each)")
