@@ -18,8 +18,10 @@ checkpointing), SmolLM2-135M-Instruct in fp32, in one run. A full-attention step
 Adam's state and activations, VmHWM; with 2 ranks, the larger rank's; both sides on glibc with a fixed mmap
 threshold, so that the peak is the tensors' and not the heap's fragmentation) and seconds per step are measured at
 --lengths (2K, 4K, 8K by default), a line is fitted through peak memory against length, and the length at which it
-reaches the budget (22 GiB) is projected. One real step of temper at --confirm tokens checks the projection:
-its peak should be within 10% of the line's.
+reaches the budget (22 GiB) is projected. Each side's measured step comes after a warm-up step on 64 tokens, with
+the peak reset in between (clear_refs): as in every step of a run but the first, Adam's state is there while the
+activations are (a first step allocates it only after its backward). One real step of temper at --confirm tokens
+checks the projection: its peak should be within 10% of the line's.
 
 - temper: `Trainer.step` on a group of two trajectories with one 16-token prompt: one of T tokens (T - 16 reply
   tokens, all carrying loss, reward 1) and one of 32 (reward 0), so that the long one has an advantage; the default
@@ -72,6 +74,14 @@ def peak_rss() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
+def reset_peak() -> None:
+    """Start VmHWM again from the current RSS (Linux's clear_refs 5): after a warm-up step, so that the measured
+    step's peak includes Adam's state, as every step of a run but the first does. (A first step allocates that
+    state only in optimizer.step, after the backward has freed the activations: a first step's peak can hide
+    them under Adam's allocation.)"""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def token_ids(length: int, vocab: int) -> list[int]:
     import torch
 
@@ -96,14 +106,18 @@ def temper_worker(length: int, context_parallel: int) -> dict[str, Any]:
     rl.trainer.micro_batch_tokens = min(rl.trainer.micro_batch_tokens, length - 1)  # the sequence is "long"
     loaded = load_model("smollm2-135m")
     trainer = Trainer(loaded.model, rl, pad_id=loaded.tokenizer.pad_token_id)
-    ids = token_ids(length, loaded.model.config.vocab_size)
-    group = []
-    for n, reward in ((length, 1.0), (2 * PROMPT, 0.0)):
-        mask = [0] * PROMPT + [1] * (n - PROMPT)
-        group.append(Trajectory(ids[:n], mask, [-5.0 if m else 0.0 for m in mask], [0 if m else -1 for m in mask],
-                                reward=reward, group_id="g", id=f"t{n}"))
+    def group(length: int) -> list[Trajectory]:
+        ids, out = token_ids(length, loaded.model.config.vocab_size), []
+        for n, reward in ((length, 1.0), (2 * PROMPT, 0.0)):
+            mask = [0] * PROMPT + [1] * (n - PROMPT)
+            out.append(Trajectory(ids[:n], mask, [-5.0 if m else 0.0 for m in mask], [0 if m else -1 for m in mask],
+                                  reward=reward, group_id="g", id=f"t{n}"))
+        return out
+
+    trainer.step(group(4 * PROMPT))  # warm-up: Adam's state exists from here on, as in a run
+    reset_peak()
     t = time.perf_counter()
-    stats = trainer.step(group)
+    stats = trainer.step(group(length))
     seconds = time.perf_counter() - t
     assert not stats.skipped and torch.isfinite(torch.tensor(stats.update.loss))
     out = {"seconds": seconds, "peak_bytes": peak_rss(), "loss": stats.update.loss,
@@ -182,11 +196,19 @@ def transformers_worker(length: int) -> dict[str, Any]:
                                                  attn_implementation="sdpa").train()
     model.gradient_checkpointing_enable()
     opt = torch.optim.Adam(model.parameters(), lr=3e-5)
-    ids = torch.tensor(token_ids(length, model.config.vocab_size))[None]
+
+    def step(length: int) -> torch.Tensor:
+        ids = torch.tensor(token_ids(length, model.config.vocab_size))[None]
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+
+    step(4 * PROMPT)  # warm-up, as temper's side
+    reset_peak()
     t = time.perf_counter()
-    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-    loss.backward()
-    opt.step()
+    loss = step(length)
     seconds = time.perf_counter() - t
     return {"seconds": seconds, "peak_bytes": peak_rss(), "loss": float(loss)}
 
@@ -265,10 +287,15 @@ def train_section(args: argparse.Namespace, work: Path, progress: Any) -> tuple[
         log(f"{side} {n} tokens: peak {r['peak_bytes'] / GIB:.2f} GiB, {r['seconds']:.1f} s")
         progress.advance(task)
     lines = {s: fit([r for r in rows if r["side"] == s and r["length"] in lengths]) for s in sides}
+    flat = [s for s, (_, b) in lines.items() if b <= 0]
+    if flat:  # no growth measured at these lengths: no projection (measure longer ones)
+        raise SystemExit(f"longctx_bench: {', '.join(flat)}: peak memory does not grow over --lengths "
+                         f"{args.lengths}; nothing to project (rows: {json.dumps(rows)})")
     reach = {s: int((budget - a) / b) for s, (a, b) in lines.items()}
     out: dict[str, Any] = {f"max_train_tokens_{s}": n for s, n in reach.items()}
     out["max_train_tokens_temper_vs_transformers"] = round(reach["temper"] / reach["transformers"], 2)
-    method = f"a line through peak RSS at {', '.join(map(str, lengths))} tokens, projected to {args.budget_gib:g} GiB"
+    method = (f"a line through the peak RSS of a step after a warm-up step (Adam's state allocated) at "
+              f"{', '.join(map(str, lengths))} tokens, projected to {args.budget_gib:g} GiB")
     if args.confirm:
         got = next(r for r in rows if r["side"] == "temper" and r["length"] == args.confirm)
         a, b = lines["temper"]

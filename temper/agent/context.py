@@ -96,6 +96,8 @@ class ContextManager:
         base = self.initial(system, task)
         limit = self.budget - self.cfg.reserve_tokens
         latest = self.trim(last["content"], self.cfg.max_observation_tokens // 2)
+        if reply:
+            reply = {**reply, "content": self.trim(reply["content"], self.cfg.max_observation_tokens // 2)}
         tail = [*([reply] if reply else []),
                 {"role": "user", "content": f"Latest result:\n{latest}\n\n{self.reminder(task)}"}]
         # A summarizer that generates (ModelSummarizer.generates) is called once per compaction: the shape is
@@ -122,9 +124,11 @@ class ContextManager:
             for cut in cuts:  # turns[:cut] summarised, turns[cut:old] masked
                 kept = [m for t in turns[cut:old] for m in masked(t.messages)]
                 room = self.cfg.summary_max_tokens + 8 if generates and cut else 0
-                if len(self.fmt.prompt_ids([*base, *await summary(cut, draft=True), *kept, *recent, *tail])) + room \
-                        > limit:
+                draft = [*base, *await summary(cut, draft=True), *kept, *recent, *tail]
+                if len(self.fmt.prompt_ids(draft)) + room > limit:
                     continue
+                if not (generates and cut):
+                    return draft  # its summary, if any, is the real one
                 msgs = [*base, *await summary(cut), *kept, *recent, *tail]
                 if len(self.fmt.prompt_ids(msgs)) <= limit:
                     return msgs
