@@ -39,6 +39,7 @@ and by RULER's absolute one.
     .venv/bin/python benchmarks/longctx_bench.py [--sections kv,stream,train,grid] [--lengths 2048,4096,8192]
         [--confirm 16384] [--budget-gib 22] [--no-cp] [--stream-lengths 8192,65536,262144] [--tokens N]
         [--window 1024] [--grid-lengths 512,1024,2048,4096,7680] [--grid-depths 0.5] [--grid-n 20]
+        [--grid-turn-tokens 96]
 
 Run it alone on the machine. Writes benchmarks/results/longctx_bench/latest.json and a PNG beside it (peak
 memory against length, each side's line and the budget); the last line of stdout is the JSON.
@@ -344,11 +345,12 @@ def grid_section(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     lengths = [int(x) for x in args.grid_lengths.split(",")]
     depths = [float(x) for x in args.grid_depths.split(",")]
-    out: dict[str, Any] = {"grid_lengths": lengths, "grid_depths": depths, "grid_n_per_cell": args.grid_n}
+    out: dict[str, Any] = {"grid_lengths": lengths, "grid_depths": depths, "grid_n_per_cell": args.grid_n,
+                           "grid_turn_tokens": args.grid_turn_tokens}
     for dtype in ("fp32", "int8", "int4"):
         grid = {"lengths": lengths, "depths": depths, "n": args.grid_n, "concurrency": args.threads * 2}
         cfg = EvalConfig.from_recipe({"engine": {"kv_dtype": dtype}, "progress": False,
-                                      "agent": {"max_turn_tokens": 32}, "grid": grid})
+                                      "agent": {"max_turn_tokens": args.grid_turn_tokens}, "grid": grid})
         solver = ModelSolver.load(cfg)
         t = time.monotonic()
         try:
@@ -378,6 +380,8 @@ def main() -> None:
     ap.add_argument("--grid-lengths", default="512,1024,2048,4096,7680", help="grid: haystack lengths")
     ap.add_argument("--grid-depths", default="0.5", help="grid: needle depths")
     ap.add_argument("--grid-n", type=int, default=20, help="grid: items per (length, depth) cell")
+    ap.add_argument("--grid-turn-tokens", type=int, default=96, help="grid: most tokens of an answer (four 7-digit "
+                    "numbers of multi_niah take ~40)")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--length", type=int, default=0, help=argparse.SUPPRESS)
