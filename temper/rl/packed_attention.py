@@ -31,7 +31,10 @@ class SegmentAttention:
     def _rest(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, prompt: slice, rest: slice) -> torch.Tensor:
         """A rest's queries against its prompt's keys and its own: causal over the last n of P + n positions."""
         if self.sliding_window is None and q.device.type == "cpu":
-            parts = (x.transpose(1, 2) for x in (q[:, rest], k[:, prompt], v[:, prompt], k[:, rest], v[:, rest]))
+            # the aten op is not on autocast's list: give it the dtype SDPA would get (RoPE may leave q, k in fp32)
+            dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
+            parts = (x.transpose(1, 2).to(dtype) for x in (q[:, rest], k[:, prompt], v[:, prompt], k[:, rest],
+                                                            v[:, rest]))
             return _PromptThenCausal.apply(*parts).transpose(1, 2)
         # a window, or another device's kernels: one masked call
         keys, vals = torch.cat([k[:, prompt], k[:, rest]], dim=1), torch.cat([v[:, prompt], v[:, rest]], dim=1)
@@ -71,15 +74,15 @@ class _PromptThenCausal(torch.autograd.Function):
     def forward(ctx, q, kp, vp, kr, vr):  # type: ignore[override]
         o1, l1 = _flash(q, kp, vp, 0.0, False)
         o2, l2 = _flash(q, kr, vr, 0.0, True)
-        lse = torch.logaddexp(l1, l2)
-        out = o1 * torch.exp(l1 - lse)[..., None] + o2 * torch.exp(l2 - lse)[..., None]
+        lse = torch.logaddexp(l1, l2)  # fp32 for bf16 inputs too; the output keeps the inputs' dtype (autocast)
+        out = (o1 * torch.exp(l1 - lse)[..., None] + o2 * torch.exp(l2 - lse)[..., None]).to(q.dtype)
         ctx.save_for_backward(q, kp, vp, kr, vr, out, lse)
         return out
 
     @staticmethod
     def backward(ctx, dout):  # type: ignore[override]
         q, kp, vp, kr, vr, out, lse = ctx.saved_tensors
-        dout = dout.contiguous()
+        dout = dout.to(q.dtype).contiguous()
         dq1, dkp, dvp = _flash_backward(dout, q, kp, vp, out, lse, 0.0, False)
         dq2, dkr, dvr = _flash_backward(dout, q, kr, vr, out, lse, 0.0, True)
         return dq1 + dq2, dkp, dvp, dkr, dvr

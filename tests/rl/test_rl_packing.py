@@ -81,6 +81,21 @@ def test_a_shared_prompts_rest_attends_without_a_mask_and_matches_the_masked_one
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
+def test_a_shared_prompts_rest_keeps_bfloat16_as_autocast_gives_it():
+    """Under `dtype: bfloat16` the projections hand attention bf16 tensors: the rest's output stays bf16 and its
+    backward runs, close to the fp32 result."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 12, h, 16, generator=g) for h in (6, 2, 2))
+    att = SegmentAttention([[(5, (7,))]])
+    want = att(0, q, k, v)
+    qb, kb, vb = (x.bfloat16().requires_grad_() for x in (q, k, v))
+    got = att(0, qb, kb, vb)
+    assert got.dtype == torch.bfloat16
+    got.float().sum().backward()
+    assert all(x.grad is not None and x.grad.dtype == torch.bfloat16 for x in (qb, kb, vb))
+    torch.testing.assert_close(got.float(), want, rtol=0, atol=3e-2)
+
+
 def test_packed_equals_padded_equals_one_by_one():
     model = make_model().train()
     samples = _samples([7, 13, 4, 10, 6])

@@ -407,3 +407,6 @@ def test_a_step_with_shared_prompts_equals_one_without_for_fewer_tokens_forwarde
     assert b.loss == pytest.approx(a.loss, rel=1e-5, abs=1e-7) and b.mismatch_kl == pytest.approx(a.mismatch_kl)
     prompts = {t.group_id: t.loss_mask.index(1) for t in trajs}  # each forwarded once, not once per sample
     assert a.tokens - b.tokens == sum((4 - 1) * p for p in prompts.values() if p >= 2) > 0
+    # under bf16 autocast too (the shared prompt's rests attend in bf16)
+    bf16 = Trainer(make_model(), _cfg(trainer__share_prompts=True, trainer__dtype="bfloat16")).step(trajs).update
+    assert bf16.tokens == b.tokens and bf16.loss == pytest.approx(b.loss, abs=0.05)
