@@ -58,6 +58,9 @@ def main(out: Path) -> None:
         results[(length, window)] = {"loss": float(summed), "grads": grads}
     if rank == 0:
         torch.save({"world": world, "results": results}, out / "result.pt")
+    # every rank past its last send and receive before the group goes: one fresh-clone run saw rank 1 abort at
+    # exit ("terminate called without an active exception"), as gloo does when a transfer is still in flight
+    dist.barrier()
     dist.destroy_process_group()
 
 
