@@ -73,7 +73,9 @@ def summarize(records: list[Any], turns: int, resamples: int) -> dict[str, Any]:
 
     ok = [r for r in records if r.ok]
     ci = bootstrap_mean([r.reward for r in ok], resamples)
-    kinds = sorted({t for r in ok for t in r.tags if t in ("recall", "track")})
+    from temper.envs.suites.session import KINDS
+
+    kinds = sorted({t for r in ok for t in r.tags if t in KINDS})
     return {
         "reward": round(ci.mean, 4), "reward_ci": [round(ci.low, 4), round(ci.high, 4)], "items": len(ok),
         "failures": len(records) - len(ok),
