@@ -287,6 +287,9 @@ def test_a_dead_sandbox_is_reported_and_reset_restarts_it(mode: str, state_dir: 
     with Sandbox(make_config(mode, state_dir, template, tmp_path)) as sb:
         assert sb._sup is not None and sb._sup._proc is not None
         os.kill(sb._sup._proc.pid, signal.SIGKILL)  # an infrastructure failure, from outside
+        # kill() only queues the signal: until the process is gone, a call can still be answered (CI saw
+        # `exec("true")` succeed under load), so the sandbox is dead only once its process is reaped
+        sb._sup._proc.wait(timeout=10)
         with pytest.raises(SandboxCrashed):
             sb.exec("true")
         sb.reset()
