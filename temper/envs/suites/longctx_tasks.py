@@ -11,13 +11,16 @@ import itertools
 import random
 import string
 
-from temper.envs.haystack import CHARS_PER_TOKEN, insert, sentences
+from temper.envs.haystack import insert, sentences
 
 _KEYS = ["amber-falcon", "quiet-harbor", "silver-orchard", "crimson-lantern", "hollow-meadow", "iron-compass",
          "velvet-canyon", "frozen-willow", "golden-anvil", "rapid-heron", "misty-quarry", "bright-thistle"]
 WORDS = ["apple", "breeze", "candle", "desert", "engine", "feather", "glacier", "harbor", "island", "jungle",
           "kettle", "ladder", "marble", "needle", "orbit", "pepper", "quartz", "ribbon", "saddle", "tunnel",
           "umbrella", "violin", "walnut", "yonder", "zephyr", "anchor", "basket", "cactus", "dolphin", "ember"]
+
+
+_ENTRY_TOKENS = 3  # of a listed entry besides its number's digits: the space before it, the "." and the word
 
 
 def number(rng: random.Random) -> str:
@@ -56,8 +59,19 @@ def vartrack(rng: random.Random, length: int, depth: float, haystack: str, hops:
             f"{value}? List all of them."), chain
 
 
+def listed_words(tokens: int) -> int:
+    """How many entries "i. word" of a numbered list fill about `tokens` tokens. Sizing by characters would
+    double the list: BPE tokenizers split numbers into digits, so an entry is about its digits + ". " + a word
+    (SmolLM2: ' 1234. apple' is 7 tokens in 12 characters)."""
+    n = used = 0
+    while used < tokens:
+        n += 1
+        used += len(str(n)) + _ENTRY_TOKENS
+    return n
+
+
 def freq(rng: random.Random, length: int, top: int) -> tuple[str, list[str]]:
-    n_words = max(length * CHARS_PER_TOKEN // 12, 4 * top * 10)
+    n_words = max(listed_words(length), 4 * top * 10)
     common = rng.sample(WORDS, top)
     rest = [w for w in WORDS if w not in common]
     hi = max(n_words // (2 * top), 10)
