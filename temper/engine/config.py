@@ -33,8 +33,9 @@ class EngineConfig(ConfigModel):
     # Large blocks: a block-table gather is one memcpy per block (block 16 cost ~5x a contiguous decode).
     # 64 keeps prefix sharing fine-grained enough for ~200-token system prompts.
     block_size: int = Field(64, ge=1)
-    # int8 and int4 store Hadamard-rotated keys and values with per-token scales (kv_cache.py): 1/3.8 and 1/7.1
-    # of fp32's bytes on SmolLM2's heads
+    # int8 and int4 store Hadamard-rotated keys and values (kv_cache.py): int8 with per-token scales, int4 with
+    # per-token scales for values and per-channel ones over each full block for keys (a block's keys stay fp32
+    # until it is full); 1/3.8 and 1/7.1 of fp32's bytes on SmolLM2's heads
     kv_dtype: Literal["fp32", "bf16", "int8", "int4"] = "fp32"
     max_num_seqs: int = Field(128, ge=1)  # sequences in the running batch
     max_num_batched_tokens: int = Field(1024, ge=1)  # per-step token budget (decode + prefill chunks)

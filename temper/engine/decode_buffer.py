@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from temper.engine.kv_cache import lazy_zeros
+from temper.engine.lazy_memory import lazy_zeros
 from temper.models import ModelConfig
 
 
@@ -45,8 +45,12 @@ class BufferStep:
 
 
 class DecodeBuffer:
-    def __init__(self, cfg: ModelConfig, budget_bytes: int, max_slots: int, device: torch.device | str = "cpu"):
+    def __init__(self, cfg: ModelConfig, budget_bytes: int, max_slots: int, device: torch.device | str = "cpu",
+                 refill_full_blocks: bool = False):
+        """`refill_full_blocks`: the cache changes a block's stored values when its last token is written (int4
+        keys, quantized per block then), so a row whose new token fills a block is gathered whole again."""
         self.cfg, self.budget, self.max_slots = cfg, budget_bytes, max_slots
+        self.refill_full_blocks = refill_full_blocks
         self.device = torch.device(device)  # the KV cache's
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
@@ -88,6 +92,11 @@ class DecodeBuffer:
         self.k, self.v = k, v
         return True
 
+    def _fills(self, length: int, block_size: int) -> bool:
+        """Whether the row's new token is the last of a block that the cache then changes (own tokens start on
+        a block boundary: a shared prefix is whole blocks)."""
+        return self.refill_full_blocks and length % block_size == 0
+
     def plan(self, seq_ids: list[int], skips: list[int], lengths: list[int], reach: list[int],
              tables: list[list[int]], block_size: int) -> tuple[list[int], BufferStep] | None:
         """Slots for this step's decode rows (a permutation of range(B), per row), or None: over budget.
@@ -102,7 +111,7 @@ class DecodeBuffer:
         slots: list[int] = [-1] * b
         for i, sid in enumerate(seq_ids):  # rows that decoded last step keep their slot if in range
             slot, skip, held = self.state.get(sid, (b, -1, -1))
-            if slot < b and skip == skips[i] and held == lengths[i] - 1:
+            if slot < b and skip == skips[i] and held == lengths[i] - 1 and not self._fills(lengths[i], block_size):
                 slots[i] = slot
         free = sorted(set(range(b)) - set(slots), reverse=True)
         moves: list[tuple[int, int]] = []
@@ -112,7 +121,7 @@ class DecodeBuffer:
                 continue
             slots[i] = free.pop()
             slot, skip, held = self.state.get(sid, (-1, -1, -1))
-            if slot >= b and skip == skips[i] and held == lengths[i] - 1:
+            if slot >= b and skip == skips[i] and held == lengths[i] - 1 and not self._fills(lengths[i], block_size):
                 moves.append((slot, slots[i]))  # valid rows beyond the batch move down
             else:
                 refill.append(i)

@@ -8,17 +8,18 @@ the copy itself (page faults). int8 stores one fp32 scale per token and head (ab
 after an orthonormal Hadamard rotation of each head (as in QuaRot): keys carry a few outlier
 channels that would otherwise take the whole int8 range. Attention is unchanged if queries
 get the same rotation (q.Hk = Hq.k) and outputs the inverse one (H is its own inverse).
-int4 stores the rotated values as 4-bit levels -7..7 (offset by 8), two channels to a byte (channel
-2j in the low nibble, 2j + 1 in the high one), with one fp16 scale (absmax / 7) per token, head and
-group of INT4_GROUP channels: 32 + 4 bytes per head of 64 channels against fp32's 256.
+int4 stores rotated 4-bit levels, two channels to a byte (channel 2j in the low nibble, 2j + 1 in the
+high one). Values: levels -7..7 (offset by 8) with one fp16 scale (absmax / 7) per token, head and group
+of INT4_GROUP channels. Keys: levels 0..15 with each channel's fp16 step and minimum over the block's
+tokens (as KIVI: a channel's range is steadier across tokens than a token's across channels), so a
+block's keys are quantized once it is full; until then its keys and values are also kept in fp32
+(open_blocks.py) and read exactly. 32 + 4 bytes per head and token for each, against fp32's 256, at 64-token blocks.
 """
 
-import math
-import mmap
-
-import numpy as np
 import torch
 
+from temper.engine.lazy_memory import lazy_zeros
+from temper.engine.open_blocks import OpenBlocks
 from temper.models import ModelConfig
 
 
@@ -30,19 +31,6 @@ def hadamard(n: int, device: torch.device | str = "cpu") -> torch.Tensor:
     while h.shape[0] < n:
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
     return h / n**0.5
-
-
-def lazy_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Zeros on `device`; on the CPU in an anonymous memory map: the OS maps zero pages on first touch,
-    so an unused budget costs no memory (torch.zeros writes every byte, and so does calloc under
-    tcmalloc, which temper's commands run on). Zeros matter: masked slots are still multiplied
-    (0 * NaN = NaN). The map is unmapped when the tensor is freed."""
-    if device.type != "cpu":  # device memory has no lazy zero pages to win
-        return torch.zeros(shape, dtype=dtype, device=device)
-    size = dtype.itemsize
-    nbytes = math.prod(shape) * size
-    raw = np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8, count=nbytes)
-    return torch.from_numpy(raw.reshape(*shape[:-1], shape[-1] * size)).view(dtype)
 
 
 def select_blocks(src: torch.Tensor, blocks: torch.Tensor, out: torch.Tensor, per_head: bool) -> None:
@@ -80,11 +68,15 @@ def scale_shape(head_dim: int, kv_dtype: str) -> tuple[int, torch.dtype] | None:
     return {"int8": (1, torch.float32), "int4": (int4_groups(head_dim), torch.float16)}.get(kv_dtype)
 
 
-def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str) -> int:
+def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str, block_size: int = 64) -> int:
+    """Bytes of keys and values per token (int4: its keys' per-channel step and minimum per block spread over
+    the block's tokens, rounded up)."""
     per_head = stored_dim(cfg.head_dim, kv_dtype) * DTYPES[kv_dtype].itemsize
+    values = per_head
     if (scales := scale_shape(cfg.head_dim, kv_dtype)) is not None:
-        per_head += scales[0] * scales[1].itemsize
-    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * per_head
+        values += scales[0] * scales[1].itemsize
+    keys = per_head + -(-2 * cfg.head_dim * 2 // block_size) if kv_dtype == "int4" else values
+    return cfg.num_hidden_layers * cfg.num_key_value_heads * (keys + values)
 
 
 def quantize_int4(x: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,6 +85,23 @@ def quantize_int4(x: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Ten
     scale = (g.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / 7.0).half()
     levels = (torch.round(g / scale.float()).clamp_(-7, 7) + 8).to(torch.uint8).flatten(-2)
     return levels[..., 0::2] | (levels[..., 1::2] << 4), scale.squeeze(-1)
+
+
+def quantize_int4_channels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whole blocks x [..., T, D] -> (levels 0..15 packed [..., T, D / 2], fp16 [..., 2, D]: each channel's step
+    and minimum over the T tokens)."""
+    lo, hi = x.amin(-2, keepdim=True), x.amax(-2, keepdim=True)
+    step, lo = ((hi - lo).clamp_min(1e-8) / 15.0).half(), lo.half()
+    levels = torch.round((x - lo.float()) / step.float()).clamp_(0, 15).to(torch.uint8)
+    return levels[..., 0::2] | (levels[..., 1::2] << 4), torch.cat([step, lo], dim=-2)
+
+
+def dequantize_int4_channels(packed: torch.Tensor, params: torch.Tensor,
+                             out: torch.Tensor | None = None) -> torch.Tensor:
+    """packed uint8 [..., T, D / 2] and params fp16 [..., 2, D] -> fp32 [..., T, D] (into `out` if given)."""
+    levels = torch.stack([packed & 15, packed >> 4], dim=-1).flatten(-2)
+    out = levels.float() if out is None else out.copy_(levels)
+    return out.mul_(params[..., 0:1, :].float()).add_(params[..., 1:2, :].float())
 
 
 def dequantize_int4(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -117,6 +126,12 @@ class KVCache:
         if (scales := scale_shape(cfg.head_dim, kv_dtype)) is not None:
             self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], scales[0]), scales[1], device) for _ in "kv")
         self.rotation = hadamard(cfg.head_dim, device) if self.quantized else None
+        # int4 keys: quantized per channel over each full block; until then in fp32 (open_blocks.py)
+        self.open: OpenBlocks | None = None
+        if kv_dtype == "int4":
+            self.k_scale = lazy_zeros((*shape[:3], 2, cfg.head_dim), torch.float16, device)
+            self.open = OpenBlocks(cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size,
+                                   cfg.head_dim, device, self._close_keys, self._load_rows)
         self._ws: dict[str, torch.Tensor] = {}
         self._prefix_key: tuple | None = None  # the shared prefixes whose gathers are kept
         self._prefix_kept: set[tuple[int, str]] = set()  # (layer, k|v) gathered for that key
@@ -167,7 +182,7 @@ class KVCache:
     def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated x [..., D] -> (what the cache stores, its scales)."""
         if self.kv_dtype == "int4":
-            return quantize_int4(x, self.k_scale.shape[-1])
+            return quantize_int4(x, self.v_scale.shape[-1])
         scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / 127.0
         return torch.round(x / scale).clamp_(-127, 127).to(torch.int8), scale
 
@@ -176,6 +191,11 @@ class KVCache:
         if self.kv_dtype == "int4":
             return dequantize_int4(raw, scales, out)
         return torch.mul(raw, scales, out=out) if out is not None else raw.float() * scales
+
+    def plan_writes(self, blocks: list[int], positions: list[int]) -> None:
+        """The step's written rows (block id and position of each new token), before its forward."""
+        if self.open is not None:
+            self.open.plan(blocks, positions)
 
     def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor,
               v: torch.Tensor) -> None:
@@ -187,24 +207,50 @@ class KVCache:
             ks[:, blocks, offsets] = k.transpose(0, 1)
             vs[:, blocks, offsets] = v.transpose(0, 1)
             return
-        for cache, x, scales in ((self.k, k, "k_scale"), (self.v, v, "v_scale")):
-            if self.quantized:
-                x, s = self.quantize(x.float() @ self.rotation)
-                getattr(self, scales)[layer][:, blocks, offsets] = s.transpose(0, 1)
+        k, v = k.float() @ self.rotation, v.float() @ self.rotation
+        pairs = [(self.k, k, "k_scale"), (self.v, v, "v_scale")]
+        if self.open is not None:  # int4: both kept in fp32 until their block is full, when the keys are quantized
+            self.open.write(layer, offsets, k, v)
+            pairs = pairs[1:]
+        for cache, x, scales in pairs:
+            x, s = self.quantize(x)
+            getattr(self, scales)[layer][:, blocks, offsets] = s.transpose(0, 1)
             cache[layer][:, blocks, offsets] = x.transpose(0, 1).to(cache.dtype)
+
+    def _close_keys(self, layer: int | None, blocks: torch.Tensor, slots: torch.Tensor) -> None:
+        """int4: the fp32 keys in open-block `slots` quantized per channel into `blocks` (one layer, or all)."""
+        if layer is None:
+            packed, params = quantize_int4_channels(self.open.rows[0][:, :, slots])
+            self.k[:, :, blocks], self.k_scale[:, :, blocks] = packed, params
+        else:
+            packed, params = quantize_int4_channels(self.open.rows[0, layer][:, slots])
+            self.k[layer][:, blocks], self.k_scale[layer][:, blocks] = packed, params
+
+    def _load_rows(self, blocks: torch.Tensor) -> torch.Tensor:
+        """int4: the keys and values of `blocks` as stored, fp32 [2, layers, Hkv, n, block_size, D]."""
+        return torch.stack([dequantize_int4_channels(self.k[:, :, blocks], self.k_scale[:, :, blocks]),
+                            dequantize_int4(self.v[:, :, blocks], self.v_scale[:, :, blocks])])
 
     def read(self, layer: int, which: str, blocks: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """The stored keys or values at (block, offset) pairs as fp32 [kv_heads, N, head_dim], dequantized
         exactly as `gather` does."""
         x = (self.k if which == "k" else self.v)[layer][:, blocks, offsets]
-        if self.quantized:
-            return self.dequantize(x, getattr(self, which + "_scale")[layer][:, blocks, offsets])
-        return x.float()
+        if which == "k" and self.open is not None:
+            got = dequantize_int4_channels(x[:, :, None], self.k_scale[layer][:, blocks])[:, :, 0]
+        elif self.quantized:
+            got = self.dequantize(x, getattr(self, which + "_scale")[layer][:, blocks, offsets])
+        else:
+            return x.float()
+        if self.open is not None:
+            self.open.patch_rows(which, layer, blocks, offsets, got)
+        return got
 
     def copy_block(self, src: int, dst: int) -> None:
         """Copy one block's keys and values (every layer and head) into another block."""
         for t in (self.k, self.v, *((self.k_scale, self.v_scale) if self.quantized else ())):
             t[:, :, dst] = t[:, :, src]
+        if self.open is not None:
+            self.open.copy(src, dst)
 
     def gather(self, layer: int, which: str, blocks: torch.Tensor, slot: str = "") -> torch.Tensor:
         """Blocks [M] -> fp32 [kv_heads, M, block_size, head_dim], in a reused workspace (one per
@@ -225,6 +271,13 @@ class KVCache:
         if not self.quantized:
             return out.copy_(raw)
         scales = getattr(self, which + "_scale")[layer]
-        s = self.workspace(which_slot + "_s", (*shape[:-1], scales.shape[-1]), scales.dtype)
+        s = self.workspace(which_slot + "_s", (*stored[:2], *scales.shape[2:]), scales.dtype)
         select_blocks(scales, blocks, s, per_head)
-        return self.dequantize(raw, s, out)
+        if self.open is None:
+            return self.dequantize(raw, s, out)
+        if which == "k":
+            dequantize_int4_channels(raw, s, out)
+        else:
+            self.dequantize(raw, s, out)
+        self.open.patch(which, layer, blocks, out)
+        return out

@@ -37,7 +37,7 @@ class LLMEngine:
         model.prepare_inference(pack=config.packed_weights, native=kernels)
         mcfg = model.config
         self.max_model_len = config.max_model_len or mcfg.max_position_embeddings
-        self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype)
+        self.kv_bytes_per_token = kv_bytes_per_token(mcfg, config.kv_dtype, config.block_size)
         num_blocks = config.kv_budget_bytes // (self.kv_bytes_per_token * config.block_size)
         # Never more than a full batch of full-length sequences can use (small models, big budgets).
         num_blocks = min(num_blocks, config.max_num_seqs * -(-self.max_model_len // config.block_size) + 1)

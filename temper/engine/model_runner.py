@@ -42,7 +42,7 @@ class ModelRunner:
         self.cascade_rows = 0  # decode rows that attended to a shared prefix once for their group
         # Never more than the KV cache itself: at most doubles KV memory (an int8 cache stays small).
         self.buffer = DecodeBuffer(model.config, min(config.decode_buffer_bytes, cache.nbytes), config.max_num_seqs,
-                                   self.device)
+                                   self.device, refill_full_blocks=cache.open is not None)
         self.max_model_len = config.max_model_len or model.config.max_position_embeddings
 
     @torch.inference_mode()
@@ -75,6 +75,7 @@ class ModelRunner:
             logit_rows.extend(range(row + n - k, row + n))
         pos = torch.tensor(positions, dtype=torch.long, device=dev)
         meta.write_blocks = torch.tensor(write_blocks, dtype=torch.long, device=dev)
+        self.cache.plan_writes(write_blocks, positions)
         meta.write_offsets = pos % bs
         attention = PagedAttention(self.cache, meta, self.config.attention_chunk, self.window, self.sinks,
                                    self.sdpa_decode, self.native)

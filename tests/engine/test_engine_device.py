@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Host-side tensors on purpose: (file, enclosing def, factory) -> why it stays on the host.
 HOST_TENSORS = {
-    ("temper/engine/kv_cache.py", "lazy_zeros", "from_numpy"):
+    ("temper/engine/lazy_memory.py", "lazy_zeros", "from_numpy"):
         "the CPU branch only: lazily mapped zero pages (other devices take torch.zeros(device=...))",
     ("temper/engine/llm_engine.py", "LLMEngine.add_request", "randint"):
         "a request's seed, drawn from the engine's host generator (an int, never on the device)",

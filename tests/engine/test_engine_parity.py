@@ -126,10 +126,10 @@ def test_int8_int4_and_bf16_kv_run_every_path(pair, prompts, references):
     model, _ = pair
     smollm2_shape = ModelConfig()  # head_dim 64: 64 int8 + one fp32 scale vs 64 fp32 per head
     assert kv_bytes_per_token(smollm2_shape, "fp32") / kv_bytes_per_token(smollm2_shape, "int8") >= 3.5
-    # int4: 32 bytes of levels + two fp16 scales per head
+    # int4: 32 bytes of levels per head, + two fp16 scales (values) or a per-channel step and minimum per block (keys)
     assert kv_bytes_per_token(smollm2_shape, "fp32") / kv_bytes_per_token(smollm2_shape, "int4") >= 7
     for kv_dtype in ("int8", "int4", "bf16"):
-        budget = 16 * 8 * kv_bytes_per_token(model.config, kv_dtype)  # 16 blocks of 8 tokens
+        budget = 16 * 8 * kv_bytes_per_token(model.config, kv_dtype, block_size=8)  # 16 blocks of 8 tokens
         engine = LLMEngine(model, None, EngineConfig(block_size=8, kv_dtype=kv_dtype, kv_budget_bytes=budget,
                                                      max_num_batched_tokens=20))
         outs = engine.generate(prompts, SamplingParams(temperature=0, max_tokens=NEW))

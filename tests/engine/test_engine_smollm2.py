@@ -102,11 +102,11 @@ def test_int8_kv_quality_on_real_text(smollm2):
     assert abs(ppl8 / ppl32 - 1) <= 0.01
 
 
-# (kv_dtype, bound on the mean KL(fp32 || it) of next-token distributions, greedy tokens equal to fp32's on each
-# prompt). Measured (2026-12-05): int8 0.00083 nats, its greedy tokens equal for 32, 17 and 32 tokens; int4 0.243
-# nats, equal for 6, 1 and 1: a 4-bit cache with per-token scales is coarse on SmolLM2's keys (docs/engine.md,
-# "Long context"), so int4 is held to its KL bound only.
-QUANTIZED = [("int8", 0.003, 16), ("int4", 0.4, 0)]
+# (kv_dtype, bound on the mean KL(fp32 || it) of next-token distributions, greedy tokens equal to fp32's at the
+# start of each prompt's 32). Measured (2026-12-05): int8 0.00083 nats, equal for 32, 17 and 32 tokens; int4 0.0240
+# nats, equal for all 32 of each: its keys quantized per channel over each full block, the block being filled kept
+# exact (before, with per-token scales for every key: 0.243 nats, equal for 6, 1 and 1).
+QUANTIZED = [("int8", 0.003, (16, 16, 16)), ("int4", 0.05, (16, 16, 16))]
 
 
 @pytest.mark.parametrize("kv_dtype,max_kl,same_tokens", QUANTIZED)
@@ -120,8 +120,11 @@ def test_quantized_kv_next_token_kl_and_greedy_prefix(smollm2, kv_dtype, max_kl,
     assert 0 < kl < max_kl  # > 0: the quantized cache was really read
     prompts = [chat(tok, "What is the capital of France?"), chat(tok, "Write a haiku about the sea."),
                tok.encode("def fibonacci(n):")]
-    greedy = SamplingParams(temperature=0, max_tokens=same_tokens, ignore_eos=True)
+    greedy = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
     plain = LLMEngine(smollm2.model, tok, EngineConfig(kv_budget_bytes=256 * 1024**2)).generate(prompts, greedy)
     quant = LLMEngine(smollm2.model, tok, EngineConfig(kv_budget_bytes=256 * 1024**2, kv_dtype=kv_dtype)
                       ).generate(prompts, greedy)
-    assert [c.token_ids for c in quant] == [c.token_ids for c in plain]
+    equal = [next((i for i, (a, b) in enumerate(zip(q.token_ids, p.token_ids, strict=True)) if a != b), 32)
+             for q, p in zip(quant, plain, strict=True)]
+    print(f"{kv_dtype} KV: greedy tokens equal to fp32's: {equal}")
+    assert all(e >= n for e, n in zip(equal, same_tokens, strict=True)), equal
