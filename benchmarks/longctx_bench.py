@@ -37,9 +37,9 @@ same items: accuracy by length with intervals and per kind, and the effective le
 and by RULER's absolute one.
 
     .venv/bin/python benchmarks/longctx_bench.py [--sections kv,stream,train,grid] [--lengths 2048,4096,8192]
-        [--confirm 16384] [--budget-gib 22] [--no-cp] [--stream-lengths 8192,65536,262144] [--tokens N]
-        [--window 1024] [--grid-lengths 512,1024,2048,4096,7680] [--grid-depths 0.5] [--grid-n 20]
-        [--grid-turn-tokens 96]
+        [--confirm 16384] [--sides temper,temper_cp2,transformers] [--budget-gib 22] [--no-cp]
+        [--stream-lengths 8192,65536,262144] [--tokens N] [--window 1024] [--grid-lengths 512,1024,2048,4096,7680]
+        [--grid-depths 0.5] [--grid-n 20] [--grid-turn-tokens 96]
 
 Run it alone on the machine. Writes benchmarks/results/longctx_bench/latest.json and a PNG beside it (peak
 memory against length, each side's line and the budget); the last line of stdout is the JSON.
@@ -276,9 +276,13 @@ def plot(rows: list[dict[str, Any]], lines: dict[str, tuple[float, float]], budg
 
 def train_section(args: argparse.Namespace, work: Path, progress: Any) -> tuple[dict[str, Any], list[dict]]:
     lengths = sorted(int(x) for x in args.lengths.split(","))
-    sides = ["temper", *(["temper_cp2"] if args.cp else []), "transformers"]
+    sides = [s for s in args.sides.split(",") if args.cp or s != "temper_cp2"]
+    if unknown := set(sides) - {"temper", "temper_cp2", "transformers"}:
+        raise SystemExit(f"longctx_bench: --sides: unknown {', '.join(sorted(unknown))} (temper, temper_cp2, "
+                         "transformers)")
     budget = args.budget_gib * GIB
-    plan = [(s, n) for n in lengths for s in sides] + ([("temper", args.confirm)] if args.confirm else [])
+    confirm = args.confirm if "temper" in sides else 0
+    plan = [(s, n) for n in lengths for s in sides] + ([("temper", confirm)] if confirm else [])
     task = progress.add_task("training steps", total=len(plan))
     rows = []
     for side, n in plan:
@@ -294,17 +298,18 @@ def train_section(args: argparse.Namespace, work: Path, progress: Any) -> tuple[
                          f"{args.lengths}; nothing to project (rows: {json.dumps(rows)})")
     reach = {s: int((budget - a) / b) for s, (a, b) in lines.items()}
     out: dict[str, Any] = {f"max_train_tokens_{s}": n for s, n in reach.items()}
-    out["max_train_tokens_temper_vs_transformers"] = round(reach["temper"] / reach["transformers"], 2)
+    if {"temper", "transformers"} <= reach.keys():
+        out["max_train_tokens_temper_vs_transformers"] = round(reach["temper"] / reach["transformers"], 2)
     method = (f"a line through the peak RSS of a step after a warm-up step (Adam's state allocated) at "
               f"{', '.join(map(str, lengths))} tokens, projected to {args.budget_gib:g} GiB")
-    if args.confirm:
-        got = next(r for r in rows if r["side"] == "temper" and r["length"] == args.confirm)
+    if confirm:
+        got = next(r for r in rows if r["side"] == "temper" and r["length"] == confirm)
         a, b = lines["temper"]
-        line = a + b * args.confirm
+        line = a + b * confirm
         out["max_train_tokens_confirm"] = {
-            "length": args.confirm, "peak_gib": round(got["peak_bytes"] / GIB, 2), "fit_gib": round(line / GIB, 2),
+            "length": confirm, "peak_gib": round(got["peak_bytes"] / GIB, 2), "fit_gib": round(line / GIB, 2),
             "error": round(got["peak_bytes"] / line - 1, 3), "seconds": round(got["seconds"], 1)}
-        method += f"; confirmed by one temper step at {args.confirm} tokens"
+        method += f"; confirmed by one temper step at {confirm} tokens"
     out["max_train_tokens_method"] = method
     out["train_bytes_per_token"] = {s: round(b) for s, (_, b) in lines.items()}
     out["train_base_gib"] = {s: round(a / GIB, 2) for s, (a, _) in lines.items()}
@@ -370,6 +375,7 @@ def main() -> None:
     ap.add_argument("--sections", default="kv,stream,train,grid")
     ap.add_argument("--lengths", default="2048,4096,8192", help="train: comma-separated sequence lengths fitted")
     ap.add_argument("--confirm", type=int, default=16384, help="train: one real temper step at this length (0: none)")
+    ap.add_argument("--sides", default="temper,temper_cp2,transformers", help="train: which sides are measured")
     ap.add_argument("--budget-gib", type=float, default=22.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-cp", dest="cp", action="store_false",
