@@ -64,7 +64,7 @@ class OpenBlocks:
             self.held.move_to_end(b)
         slots = self.slot_of[torch.tensor(blocks, dtype=torch.long, device=self.device)]
         closing = [b for b, o in last.items() if o == self.block_size - 1]
-        for b in closing:  # read from the cache from now on (layers after 0 quantize theirs as they write)
+        for b in closing:  # read from the cache from now on (each layer quantizes its keys as it writes them)
             self.open.discard(b)
             self.slot_of[b] = -1
         self._plan = (slots, torch.tensor(closing, dtype=torch.long, device=self.device),
@@ -117,7 +117,13 @@ class OpenBlocks:
         return have
 
     def copy(self, src: int, dst: int) -> None:
-        """Block `dst` now holds `src`'s rows (a forked partial block): it opens with a copy of src's slot."""
+        """Block `dst` now holds `src`'s rows (a forked partial block): it opens with a copy of src's slot. The
+        only way rows reach a block without a planned write, so whatever `dst` held before is dropped first (a
+        freed block can still be open here: the last block of a sequence that finished)."""
+        if (old := self.held.pop(dst, None)) is not None:
+            self.free.append(old)
+        self.open.discard(dst)
+        self.slot_of[dst] = -1
         if src not in self.open:
             return
         slot = self._take({src})

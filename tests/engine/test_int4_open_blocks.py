@@ -88,3 +88,18 @@ def test_a_full_pool_closes_its_least_recent_open_block_and_a_copy_opens_with_th
     grown = cache.open.rows.shape[3]
     _write(cache, 40, list(range(BS)), torch.randn(BS, CFG.num_key_value_heads, CFG.head_dim))
     assert cache.open.rows.shape[3] == grown  # a full block in one step reuses a slot, grows nothing
+
+
+def test_a_block_copied_over_a_freed_open_block_reads_the_copy_not_the_old_rows():
+    """A finished sequence's partial last block stays open here (the cache is not told of frees); when a fork
+    copies a full block into that block id, reads must give the copy."""
+    torch.manual_seed(3)
+    cache = _cache()
+    stale, full = torch.randn(2, CFG.num_key_value_heads, CFG.head_dim), torch.randn(BS, CFG.num_key_value_heads,
+                                                                                     CFG.head_dim)
+    _write(cache, 1, [0, 1], stale)  # block 1: open, then its sequence finishes
+    _write(cache, 2, list(range(BS)), full)  # block 2: full, closed
+    cache.copy_block(2, 1)
+    assert 1 not in cache.open.open
+    assert torch.equal(cache.gather(0, "k", torch.tensor([1])), cache.gather(0, "k", torch.tensor([2])))
+    assert torch.equal(cache.gather(0, "v", torch.tensor([1])), cache.gather(0, "v", torch.tensor([2])))
