@@ -124,12 +124,13 @@ class KVCache:
         self.k, self.v = (lazy_zeros(shape, DTYPES[kv_dtype], device) for _ in "kv")
         self._layer_kv = list(zip(self.k.unbind(0), self.v.unbind(0), strict=True))  # views, made once
         if (scales := scale_shape(cfg.head_dim, kv_dtype)) is not None:
-            self.k_scale, self.v_scale = (lazy_zeros((*shape[:-1], scales[0]), scales[1], device) for _ in "kv")
+            self.v_scale = lazy_zeros((*shape[:-1], scales[0]), scales[1], device)
+            # int4 keys: a step and a minimum per channel and block (kept in fp32 until full: open_blocks.py)
+            self.k_scale = lazy_zeros((*shape[:3], 2, cfg.head_dim), torch.float16, device) if kv_dtype == "int4" \
+                else lazy_zeros((*shape[:-1], scales[0]), scales[1], device)
         self.rotation = hadamard(cfg.head_dim, device) if self.quantized else None
-        # int4 keys: quantized per channel over each full block; until then in fp32 (open_blocks.py)
         self.open: OpenBlocks | None = None
         if kv_dtype == "int4":
-            self.k_scale = lazy_zeros((*shape[:3], 2, cfg.head_dim), torch.float16, device)
             self.open = OpenBlocks(cfg.num_hidden_layers, cfg.num_key_value_heads, num_blocks, block_size,
                                    cfg.head_dim, device, self._close_keys, self._load_rows)
         self._ws: dict[str, torch.Tensor] = {}
