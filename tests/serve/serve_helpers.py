@@ -1,12 +1,14 @@
 """Live `temper serve` servers for tests: a real uvicorn on 127.0.0.1 (a free port) in a thread,
 always shut down, plus tiny model folders served through the same load path as real ones."""
 
+import asyncio
 import itertools
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import torch
 import uvicorn
 
@@ -131,3 +133,15 @@ def metric(text: str, name: str, **labels: str) -> float:
                                                            all(f'{k}="{v}"' in head for k, v in labels.items())):
             return float(value)
     return 0.0
+
+
+async def until_running(http: httpx.AsyncClient, request: asyncio.Future, timeout: float = 30.0) -> None:
+    """Wait until the server's engine runs a sequence, polling its metrics on the loop that sends `request` (a
+    blocking poll starves that loop). Fails at once if `request` ended first (too short a request to act on
+    while it runs) and after `timeout`: never an endless poll."""
+    deadline = time.monotonic() + timeout
+    while metric((await http.get("/metrics")).text, "temper_engine_running_sequences") < 1:
+        assert not request.done(), "the request ended before it was seen running"
+        assert time.monotonic() < deadline, f"no sequence ran within {timeout:.0f} s"
+        await asyncio.sleep(0.005)
+

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import ADMIN, LiveServer, metric, serve_config
+from serve_helpers import ADMIN, LiveServer, serve_config, until_running
 
 pytestmark = pytest.mark.e2e
 
@@ -29,10 +29,6 @@ def srv(tiny_model_dir: Path, tiny_model_dir_b: Path, tmp_path_factory):
 
 def _version(srv: LiveServer) -> int:
     return int(httpx.get(f"{srv.url}/weight_info").json()["weight_version"])
-
-
-def _running(url: str) -> float:
-    return metric(httpx.get(f"{url}/metrics").text, "temper_engine_running_sequences")
 
 
 def _error(r: httpx.Response, status: int) -> dict:
@@ -116,19 +112,17 @@ def test_an_abort_reaches_only_the_callers_own_requests(srv):
         async with httpx.AsyncClient(base_url=srv.url, timeout=120) as http:
             def long(rid: str, headers: dict) -> asyncio.Future:
                 return asyncio.ensure_future(http.post("/inference/v1/generate", headers=headers, json={
-                    "token_ids": PROMPT, "request_id": rid, "sampling_params": {"max_tokens": 150,
+                    "token_ids": PROMPT, "request_id": rid, "sampling_params": {"max_tokens": 400,
                                                                                  "ignore_eos": True}}))
 
             victim = long("victim", VICTIM)
-            while _running(srv.url) < 1:
-                await asyncio.sleep(0.005)
+            await until_running(http, victim)
             stranger = (await http.post("/abort_requests", json={}, headers=STRANGER)).json()
             named = (await http.post("/abort_requests", json={"request_ids": ["victim"]}, headers=STRANGER)).json()
             assert named["aborted"] == 0
             first = (await victim).json()["choices"][0]["finish_reason"]
             own = long("own", VICTIM)
-            while _running(srv.url) < 1:
-                await asyncio.sleep(0.005)
+            await until_running(http, own)
             mine = (await http.post("/abort_requests", json={}, headers=VICTIM)).json()
             return stranger, first, mine, (await own).json()["choices"][0]["finish_reason"]
 
@@ -142,8 +136,7 @@ def test_the_operator_aborts_anyones_requests(srv):
         async with httpx.AsyncClient(base_url=srv.url, timeout=120) as http:
             victim = asyncio.ensure_future(http.post("/inference/v1/generate", headers=VICTIM, json={
                 "token_ids": PROMPT, "sampling_params": {"max_tokens": 400, "ignore_eos": True}}))
-            while _running(srv.url) < 1:
-                await asyncio.sleep(0.005)
+            await until_running(http, victim)
             out = (await http.post("/abort_requests", json={}, headers=ADMIN)).json()
             return out, (await victim).json()["choices"][0]["finish_reason"]
 
@@ -168,8 +161,7 @@ def test_sequences_in_flight_are_bounded(tiny_model_dir, tmp_path):
             async with httpx.AsyncClient(base_url=s.url, timeout=120) as http:
                 held = asyncio.ensure_future(http.post("/v1/completions", json={
                     "model": "tiny", "prompt": PROMPT, "n": 3, "max_tokens": 200, "ignore_eos": True}))
-                while _running(s.url) < 1:
-                    await asyncio.sleep(0.005)
+                await until_running(http, held)
                 two = await http.post("/v1/completions", json={"model": "tiny", "prompt": PROMPT, "n": 2,
                                                                "max_tokens": 1})
                 one = await http.post("/v1/completions", json={"model": "tiny", "prompt": PROMPT, "max_tokens": 1})

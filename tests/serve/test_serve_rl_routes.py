@@ -3,12 +3,11 @@ uses for vLLM (VllmClient), /pause in its three modes, /abort_requests, and a we
 vLLM's route while a request is held in flight (it resumes and carries both versions)."""
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import ADMIN, LiveServer, metric, serve_config
+from serve_helpers import ADMIN, LiveServer, serve_config, until_running
 
 from temper.generation import SamplingParams
 from temper.models import Tokenizer
@@ -24,10 +23,6 @@ def srv(tiny_model_dir: Path, tiny_model_dir_b: Path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rl")
     with LiveServer(serve_config(tiny_model_dir, tmp, weights_dirs=[tiny_model_dir_b.parent])) as s:
         yield s
-
-
-def _running(url: str) -> float:
-    return metric(httpx.get(f"{url}/metrics").text, "temper_engine_running_sequences")
 
 
 def test_generate_speaks_vllms_token_route_with_the_engines_logprobs(srv, tiny_model_dir):
@@ -51,10 +46,7 @@ def test_pause_keep_holds_a_request_across_a_weight_update(srv, tiny_model_dir_b
             long = asyncio.ensure_future(http.post("/v1/completions", json={
                 "model": "tiny", "prompt": PROMPT, "max_tokens": 300, "temperature": 1.0, "ignore_eos": True,
                 "return_token_ids": True}))
-            deadline = time.monotonic() + 30
-            while _running(srv.url) < 1:
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.005)
+            await until_running(http, long)
             assert (await http.post("/pause", params={"mode": "keep"})).json() == {"status": "paused"}
             assert (await http.get("/is_paused")).json() == {"is_paused": True}
             late = asyncio.ensure_future(http.post("/v1/completions", json={"model": "tiny", "prompt": "Hi",
@@ -85,13 +77,11 @@ def test_pause_abort_and_abort_requests_end_requests_with_abort(srv):
                     "token_ids": PROMPT, "request_id": rid, "sampling_params": sp}))
 
             one = long("victim")
-            while _running(srv.url) < 1:
-                await asyncio.sleep(0.005)
+            await until_running(http, one)
             aborted = (await http.post("/abort_requests", json={"request_ids": ["victim"]})).json()
             first = (await one).json()["choices"][0]["finish_reason"]
             two = long("second")
-            while _running(srv.url) < 1:
-                await asyncio.sleep(0.005)
+            await until_running(http, two)
             await http.post("/pause", params={"mode": "abort"})
             second = (await two).json()["choices"][0]["finish_reason"]
             await http.post("/resume")
@@ -106,9 +96,8 @@ def test_pause_wait_lets_running_requests_finish_and_versions_are_integers(srv):
     async def run() -> tuple[str, bool]:
         async with httpx.AsyncClient(base_url=srv.url, timeout=120, headers=ADMIN) as http:
             one = asyncio.ensure_future(http.post("/inference/v1/generate", json={
-                "token_ids": PROMPT, "sampling_params": {"max_tokens": 40, "ignore_eos": True}}))
-            while _running(srv.url) < 1:
-                await asyncio.sleep(0.005)
+                "token_ids": PROMPT, "sampling_params": {"max_tokens": 200, "ignore_eos": True}}))
+            await until_running(http, one)
             await http.post("/pause", params={"mode": "wait"})
             done = one.done()
             await http.post("/resume")
