@@ -92,11 +92,6 @@ class DecodeBuffer:
         self.k, self.v = k, v
         return True
 
-    def _fills(self, length: int, block_size: int) -> bool:
-        """Whether the row's new token is the last of a block that the cache then changes (own tokens start on
-        a block boundary: a shared prefix is whole blocks)."""
-        return self.refill_full_blocks and length % block_size == 0
-
     def plan(self, seq_ids: list[int], skips: list[int], lengths: list[int], reach: list[int],
              tables: list[list[int]], block_size: int) -> tuple[list[int], BufferStep] | None:
         """Slots for this step's decode rows (a permutation of range(B), per row), or None: over budget.
@@ -104,6 +99,14 @@ class DecodeBuffer:
         `lengths` are the rows' own tokens including the one decoded now, `reach` the most own tokens
         each can come to hold, `tables` their own blocks."""
         b = len(seq_ids)
+
+        def current(i: int, skip: int, held: int) -> bool:
+            """Whether row i's kept tokens are still what a gather returns: the same shared prefix, every own token
+            but the new one, and not a block the new token fills when the cache then changes it (own tokens start
+            on a block boundary: a shared prefix is whole blocks)."""
+            fills = self.refill_full_blocks and lengths[i] % block_size == 0
+            return skip == skips[i] and held == lengths[i] - 1 and not fills
+
         # Refills write whole blocks, so capacities are whole blocks.
         if not self._reserve(b, _round_up(max(lengths), block_size), _round_up(max(reach), block_size)):
             self.fallback_steps += 1
@@ -111,7 +114,7 @@ class DecodeBuffer:
         slots: list[int] = [-1] * b
         for i, sid in enumerate(seq_ids):  # rows that decoded last step keep their slot if in range
             slot, skip, held = self.state.get(sid, (b, -1, -1))
-            if slot < b and skip == skips[i] and held == lengths[i] - 1 and not self._fills(lengths[i], block_size):
+            if slot < b and current(i, skip, held):
                 slots[i] = slot
         free = sorted(set(range(b)) - set(slots), reverse=True)
         moves: list[tuple[int, int]] = []
@@ -121,7 +124,7 @@ class DecodeBuffer:
                 continue
             slots[i] = free.pop()
             slot, skip, held = self.state.get(sid, (-1, -1, -1))
-            if slot >= b and skip == skips[i] and held == lengths[i] - 1 and not self._fills(lengths[i], block_size):
+            if slot >= b and current(i, skip, held):
                 moves.append((slot, slots[i]))  # valid rows beyond the batch move down
             else:
                 refill.append(i)

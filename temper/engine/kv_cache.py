@@ -79,12 +79,22 @@ def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str, block_size: int = 64) ->
     return cfg.num_hidden_layers * cfg.num_key_value_heads * (keys + values)
 
 
+def pack_nibbles(levels: torch.Tensor) -> torch.Tensor:
+    """uint8 levels 0..15 [..., D] -> [..., D / 2]: channel 2j in the low nibble, 2j + 1 in the high one."""
+    return levels[..., 0::2] | (levels[..., 1::2] << 4)
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """`pack_nibbles` undone: uint8 [..., D / 2] -> levels 0..15 [..., D]."""
+    return torch.stack([packed & 15, packed >> 4], dim=-1).flatten(-2)
+
+
 def quantize_int4(x: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor]:
     """x [..., D] -> (packed uint8 [..., D / 2], fp16 scales [..., groups])."""
     g = x.float().unflatten(-1, (groups, -1))
     scale = (g.abs().amax(dim=-1, keepdim=True).clamp_min(1e-8) / 7.0).half()
     levels = (torch.round(g / scale.float()).clamp_(-7, 7) + 8).to(torch.uint8).flatten(-2)
-    return levels[..., 0::2] | (levels[..., 1::2] << 4), scale.squeeze(-1)
+    return pack_nibbles(levels), scale.squeeze(-1)
 
 
 def quantize_int4_channels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,20 +103,20 @@ def quantize_int4_channels(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     lo, hi = x.amin(-2, keepdim=True), x.amax(-2, keepdim=True)
     step, lo = ((hi - lo).clamp_min(1e-8) / 15.0).half(), lo.half()
     levels = torch.round((x - lo.float()) / step.float()).clamp_(0, 15).to(torch.uint8)
-    return levels[..., 0::2] | (levels[..., 1::2] << 4), torch.cat([step, lo], dim=-2)
+    return pack_nibbles(levels), torch.cat([step, lo], dim=-2)
 
 
 def dequantize_int4_channels(packed: torch.Tensor, params: torch.Tensor,
                              out: torch.Tensor | None = None) -> torch.Tensor:
     """packed uint8 [..., T, D / 2] and params fp16 [..., 2, D] -> fp32 [..., T, D] (into `out` if given)."""
-    levels = torch.stack([packed & 15, packed >> 4], dim=-1).flatten(-2)
+    levels = unpack_nibbles(packed)
     out = levels.float() if out is None else out.copy_(levels)
     return out.mul_(params[..., 0:1, :].float()).add_(params[..., 1:2, :].float())
 
 
 def dequantize_int4(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """packed uint8 [..., D / 2] and fp16 scales [..., groups] -> fp32 [..., D] (into `out` if given)."""
-    levels = torch.stack([packed & 15, packed >> 4], dim=-1).flatten(-2).float() - 8.0
+    levels = unpack_nibbles(packed).float() - 8.0
     x = levels.unflatten(-1, (scales.shape[-1], -1)) * scales.float()[..., None]
     return x.flatten(-2) if out is None else out.copy_(x.flatten(-2))
 
